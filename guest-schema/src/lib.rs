@@ -1,0 +1,26 @@
+//! The reference schema adapter: the border guard's policy for tool names, tool
+//! schemas and tool results.
+//!
+//! Everything here is plain Rust over `serde_json`, so the same code runs inside the
+//! `wasm32-wasip2` component (see `component.rs`) and natively, where it is unit-tested
+//! and benchmarked against the component. It does no I/O.
+
+pub mod limits;
+mod name;
+mod result;
+mod schema;
+mod text;
+mod types;
+
+pub use name::{BUILTIN_TOOLS, tool_name};
+pub use result::to_result;
+pub use schema::to_schema;
+pub use types::{
+    AcceptedTool, ContentBlock, Dropped, EmbeddedResource, Hints, Media, Rejection, RejectionKind,
+    ResourceContents, ResourceLink, ToolOutput,
+};
+
+// wit-bindgen's generated export glue is `unsafe`; nothing hand-written here is.
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)]
+mod component;

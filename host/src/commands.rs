@@ -1,0 +1,13 @@
+//! Runs a parsed command: glue over the library, and the only place that prints.
+
+mod guard;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Guard(cmd) => guard::run(cmd),
+    }
+}

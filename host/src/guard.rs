@@ -1,0 +1,584 @@
+//! The host side of the border guard: runs a schema-adapter component (the
+//! `edgar:schema/adapter` world in `wit/`) in a sandbox and re-checks everything it
+//! returns. This module is the only constructor of a [`SanitizedTool`] and of the
+//! [`ToolOutput`] the harness shows a model.
+//!
+//! Nothing here runs at startup: the wasmtime `Engine` is created by the first
+//! [`Guard::adapter`] call, and the component is loaded from a precompiled artifact
+//! cached on disk when one exists.
+
+mod artifact;
+mod bindings;
+mod check;
+mod engine;
+mod sandbox;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmtime::Store;
+
+use bindings::{SchemaAdapter, SchemaAdapterPre, wit};
+use sandbox::HostState;
+
+pub use check::BUILTIN_TOOLS;
+
+/// Most memory one adapter instance may use; the reference adapter needs about three
+/// times the size of the JSON it parses.
+pub const GUARD_MEMORY_BYTES: usize = 64 << 20;
+/// Longest one adapter call may run before it is interrupted.
+pub const GUARD_DEADLINE: Duration = Duration::from_secs(1);
+/// Largest third-party adapter component accepted.
+pub const MAX_ADAPTER_BYTES: u64 = 32 << 20;
+/// Largest server or tool name handed to an adapter.
+pub const MAX_NAME_INPUT_BYTES: usize = 4096;
+/// Largest tool definition handed to an adapter.
+pub const MAX_TOOL_JSON_BYTES: usize = 1 << 20;
+/// Largest `CallToolResult` handed to an adapter.
+pub const MAX_RESULT_JSON_BYTES: usize = 8 << 20;
+
+/// The reference adapter, built from `guest-schema/` by `build.rs`.
+static BUILTIN_WASM: &[u8] = include_bytes!(env!("EDGAR_GUEST_WASM"));
+
+/// An error from the guard, naming what was being guarded.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// The adapter component could not be read or compiled.
+    #[error("schema adapter {adapter}: {reason}")]
+    Load { adapter: String, reason: String },
+    /// The component does not implement the `edgar:schema/adapter@0.1` world.
+    #[error("schema adapter {adapter} is not compatible with edgar:schema/adapter@0.1.x: {reason}")]
+    Incompatible { adapter: String, reason: String },
+    /// The input was over a host limit and never reached the adapter.
+    #[error("{subject}: {what} of {size} bytes is over the {limit}-byte limit")]
+    TooLarge {
+        subject: Subject,
+        what: &'static str,
+        size: usize,
+        limit: usize,
+    },
+    /// The adapter refused the input.
+    #[error("{subject}: refused by the schema adapter ({kind}): {message}")]
+    Rejected {
+        subject: Subject,
+        kind: &'static str,
+        message: String,
+    },
+    /// The adapter trapped, ran out of time or memory; the next call gets a fresh instance.
+    #[error("{subject}: the schema adapter failed: {reason}")]
+    Failed { subject: Subject, reason: String },
+    /// The adapter returned something the host does not accept.
+    #[error("{subject}: the schema adapter's output was refused: {reason}")]
+    BadOutput { subject: Subject, reason: String },
+}
+
+/// What a guard call was about: a server, a tool, or both. Displayed escaped and short,
+/// because both names come from outside.
+#[derive(Debug, Clone, Default)]
+pub struct Subject {
+    pub server: Option<String>,
+    pub tool: Option<String>,
+}
+
+impl Subject {
+    fn new(server: &str, tool: Option<&str>) -> Subject {
+        Subject {
+            server: Some(server.to_owned()),
+            tool: tool.map(str::to_owned),
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.server, &self.tool) {
+            (Some(s), Some(t)) => write!(f, "server {}, tool {}", check::shown(s), check::shown(t)),
+            (Some(s), None) => write!(f, "server {}", check::shown(s)),
+            (None, Some(t)) => write!(f, "tool {}", check::shown(t)),
+            (None, None) => f.write_str("tool result"),
+        }
+    }
+}
+
+/// Which adapter component to run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AdapterSource {
+    /// The reference adapter compiled into this binary.
+    Builtin,
+    /// A third-party component file.
+    File(PathBuf),
+}
+
+impl fmt::Display for AdapterSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdapterSource::Builtin => f.write_str("(built-in)"),
+            AdapterSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Tool annotations as untrusted hints: never permissions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// One thing the adapter removed or changed in a tool, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub path: String,
+    pub reason: String,
+}
+
+/// A tool that passed the guard. Only this module constructs one, so holding one means
+/// the name, schema and description were checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SanitizedTool {
+    server: String,
+    tool: String,
+    name: String,
+    description: String,
+    input_schema: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<serde_json::Value>,
+    hints: Hints,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dropped: Vec<Dropped>,
+}
+
+impl SanitizedTool {
+    /// The configured server name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+    /// The server's own name for the tool, used in `tools/call`.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+    /// The name the model sees and calls.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    /// The accepted input schema: an object schema in the subset the host validates.
+    pub fn input_schema(&self) -> &serde_json::Value {
+        &self.input_schema
+    }
+    pub fn output_schema(&self) -> Option<&serde_json::Value> {
+        self.output_schema.as_ref()
+    }
+    pub fn hints(&self) -> &Hints {
+        &self.hints
+    }
+    /// What the adapter removed or changed, with reasons.
+    pub fn dropped(&self) -> &[Dropped] {
+        &self.dropped
+    }
+
+    /// Re-admits a tool read back from edgar's own cache, re-running the cheap checks
+    /// (the schema's full compile happens on the tool's first call).
+    pub fn from_cache(cached: CachedTool) -> Result<SanitizedTool, String> {
+        check::name(&cached.name)?;
+        check::schema_shape(&cached.input_schema)?;
+        Ok(SanitizedTool {
+            server: cached.server,
+            tool: cached.tool,
+            name: cached.name,
+            description: cached.description,
+            input_schema: cached.input_schema,
+            output_schema: cached.output_schema,
+            hints: cached.hints,
+            dropped: cached.dropped,
+        })
+    }
+}
+
+/// The serialized form of a [`SanitizedTool`] in edgar's cache; turned back into one
+/// only through [`SanitizedTool::from_cache`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct CachedTool {
+    pub server: String,
+    pub tool: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub input_schema: serde_json::Value,
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    #[serde(default)]
+    pub hints: Hints,
+    #[serde(default)]
+    pub dropped: Vec<Dropped>,
+}
+
+/// A converted tool result: the harness's ordinary content blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolOutput {
+    #[serde(rename = "isError")]
+    pub is_error: bool,
+    pub content: Vec<ContentBlock>,
+}
+
+/// One content block, serialized in MCP's own shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    Image {
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        data: String,
+    },
+    Audio {
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        data: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+    Resource {
+        uri: String,
+        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
+}
+
+/// The session's guard: loads adapters on first use and keeps them, one per source.
+#[derive(Debug)]
+pub struct Guard {
+    cache_dir: Option<PathBuf>,
+    adapters: Mutex<HashMap<AdapterSource, Arc<Adapter>>>,
+}
+
+impl Guard {
+    /// A guard that caches precompiled adapters under `cache_dir` (usually
+    /// [`crate::paths::cache_dir`]). Creates nothing yet.
+    pub fn new(cache_dir: Option<PathBuf>) -> Guard {
+        Guard {
+            cache_dir,
+            adapters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The adapter for `source`, loaded (and the engine created) on first use.
+    pub fn adapter(&self, source: &AdapterSource) -> Result<Arc<Adapter>, GuardError> {
+        let mut adapters = self.adapters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = adapters.get(source) {
+            return Ok(a.clone());
+        }
+        let adapter = Arc::new(Adapter::load(source, self.cache_dir.as_deref())?);
+        adapters.insert(source.clone(), adapter.clone());
+        Ok(adapter)
+    }
+}
+
+/// A loaded adapter component, ready to instantiate.
+pub struct Adapter {
+    label: String,
+    digest: String,
+    pre: SchemaAdapterPre<HostState>,
+}
+
+impl fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Adapter")
+            .field("label", &self.label)
+            .field("digest", &self.digest)
+            .finish()
+    }
+}
+
+/// sha256 of the built-in adapter component, hex; keys cached guard outputs.
+pub fn builtin_digest() -> String {
+    hex(&Sha256::digest(BUILTIN_WASM))
+}
+
+impl Adapter {
+    fn load(source: &AdapterSource, cache_dir: Option<&Path>) -> Result<Adapter, GuardError> {
+        let label = source.to_string();
+        let load_err = |reason: String| GuardError::Load {
+            adapter: label.clone(),
+            reason,
+        };
+        let bytes: std::borrow::Cow<'static, [u8]> = match source {
+            AdapterSource::Builtin => BUILTIN_WASM.into(),
+            AdapterSource::File(path) => read_component(path).map_err(load_err)?.into(),
+        };
+        let digest = hex(&Sha256::digest(&bytes));
+        let engine = engine::engine().map_err(load_err)?;
+        let component = artifact::load(engine, &bytes, &digest, cache_dir).map_err(load_err)?;
+        let pre = engine::instantiate_pre(engine, &component).map_err(|reason| {
+            GuardError::Incompatible {
+                adapter: label.clone(),
+                reason,
+            }
+        })?;
+        Ok(Adapter { label, digest, pre })
+    }
+
+    /// sha256 of the component, hex: cached guard outputs are keyed by it.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The model-visible name of `tool` on `server`.
+    pub fn tool_name(&self, server: &str, tool: &str) -> Result<String, GuardError> {
+        self.session()?.tool_name(server, tool)
+    }
+
+    /// Accepts one tool object (JSON text) from `server`'s `tools/list`.
+    pub fn to_schema(&self, server: &str, tool_json: &str) -> Result<SanitizedTool, GuardError> {
+        self.session()?.accept(server, tool_json)
+    }
+
+    /// Accepts a whole `tools/list` reply's tools in one sandboxed instance (a fresh
+    /// one after any failure). Two tools given the same name keep only the first.
+    pub fn accept_tools(
+        &self,
+        server: &str,
+        tools: &[String],
+    ) -> Vec<Result<SanitizedTool, GuardError>> {
+        let mut session = match self.session() {
+            Ok(s) => s,
+            Err(e) => {
+                let reason = e.to_string();
+                return tools
+                    .iter()
+                    .map(|_| {
+                        Err(GuardError::Failed {
+                            subject: Subject::new(server, None),
+                            reason: reason.clone(),
+                        })
+                    })
+                    .collect();
+            }
+        };
+        let mut names: HashMap<String, String> = HashMap::new();
+        tools
+            .iter()
+            .map(|t| {
+                let tool = session.accept(server, t)?;
+                if let Some(first) = names.get(&tool.name) {
+                    return Err(GuardError::BadOutput {
+                        subject: Subject::new(server, Some(&tool.tool)),
+                        reason: format!(
+                            "its name {} is already taken by tool {}",
+                            tool.name,
+                            check::shown(first)
+                        ),
+                    });
+                }
+                names.insert(tool.name.clone(), tool.tool.clone());
+                Ok(tool)
+            })
+            .collect()
+    }
+
+    /// Converts one `CallToolResult` (JSON text) from `tool` on `server`.
+    pub fn to_result(
+        &self,
+        server: &str,
+        tool: &str,
+        result_json: &str,
+    ) -> Result<ToolOutput, GuardError> {
+        self.session()?.convert(server, tool, result_json)
+    }
+
+    fn session(&self) -> Result<Session<'_>, GuardError> {
+        Session::new(self)
+    }
+}
+
+/// One sandboxed instance used for one call or one batch. A failed call poisons the
+/// instance, so the next call on the session instantiates a fresh one.
+struct Session<'a> {
+    adapter: &'a Adapter,
+    live: Option<(Store<HostState>, SchemaAdapter)>,
+    _ticking: engine::Ticking,
+}
+
+impl<'a> Session<'a> {
+    fn new(adapter: &'a Adapter) -> Result<Session<'a>, GuardError> {
+        Ok(Session {
+            adapter,
+            live: None,
+            _ticking: engine::Ticking::start(),
+        })
+    }
+
+    /// Runs `f` on a live instance under the deadline, mapping any failure to a
+    /// [`GuardError`] that names `subject`.
+    fn call<R>(
+        &mut self,
+        subject: &Subject,
+        f: impl FnOnce(&wit::Guest, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, GuardError> {
+        if self.live.is_none() {
+            let mut store = sandbox::store(self.adapter.pre.engine());
+            store.set_epoch_deadline(engine::deadline_ticks());
+            let instance =
+                self.adapter
+                    .pre
+                    .instantiate(&mut store)
+                    .map_err(|e| GuardError::Failed {
+                        subject: subject.clone(),
+                        reason: format!("cannot instantiate: {e}"),
+                    })?;
+            self.live = Some((store, instance));
+        }
+        let Some((store, instance)) = self.live.as_mut() else {
+            return Err(GuardError::Failed {
+                subject: subject.clone(),
+                reason: "no instance".into(),
+            });
+        };
+        store.set_epoch_deadline(engine::deadline_ticks());
+        let result = f(instance.edgar_schema_adapter(), store);
+        sandbox::log_guest_output(store, &self.adapter.label);
+        result.map_err(|e| {
+            self.live = None;
+            GuardError::Failed {
+                subject: subject.clone(),
+                reason: engine::describe_failure(&e),
+            }
+        })
+    }
+
+    fn tool_name(&mut self, server: &str, tool: &str) -> Result<String, GuardError> {
+        let subject = Subject::new(server, Some(tool));
+        for (what, s) in [("server name", server), ("tool name", tool)] {
+            if s.len() > MAX_NAME_INPUT_BYTES {
+                return Err(GuardError::TooLarge {
+                    subject,
+                    what,
+                    size: s.len(),
+                    limit: MAX_NAME_INPUT_BYTES,
+                });
+            }
+        }
+        let name = self
+            .call(&subject, |g, s| g.call_tool_name(s, server, tool))?
+            .map_err(|r| rejected(&subject, r))?;
+        check::name(&name).map_err(|reason| GuardError::BadOutput { subject, reason })?;
+        Ok(name)
+    }
+
+    fn accept(&mut self, server: &str, tool_json: &str) -> Result<SanitizedTool, GuardError> {
+        let subject = Subject::new(server, None);
+        if tool_json.len() > MAX_TOOL_JSON_BYTES {
+            return Err(GuardError::TooLarge {
+                subject,
+                what: "the tool definition",
+                size: tool_json.len(),
+                limit: MAX_TOOL_JSON_BYTES,
+            });
+        }
+        let accepted = self
+            .call(&subject, |g, s| g.call_to_schema(s, server, tool_json))?
+            .map_err(|r| rejected(&subject, r))?;
+        let subject = Subject::new(server, Some(&accepted.name));
+        let checked = check::accepted(accepted).map_err(|reason| GuardError::BadOutput {
+            subject: subject.clone(),
+            reason,
+        })?;
+        let name = self.tool_name(server, &checked.tool)?;
+        Ok(SanitizedTool {
+            server: server.to_owned(),
+            tool: checked.tool,
+            name,
+            description: checked.description,
+            input_schema: checked.input_schema,
+            output_schema: checked.output_schema,
+            hints: checked.hints,
+            dropped: checked.dropped,
+        })
+    }
+
+    fn convert(
+        &mut self,
+        server: &str,
+        tool: &str,
+        result_json: &str,
+    ) -> Result<ToolOutput, GuardError> {
+        let subject = Subject::new(server, Some(tool));
+        if result_json.len() > MAX_RESULT_JSON_BYTES {
+            return Err(GuardError::TooLarge {
+                subject,
+                what: "the result",
+                size: result_json.len(),
+                limit: MAX_RESULT_JSON_BYTES,
+            });
+        }
+        let output = self
+            .call(&subject, |g, s| g.call_to_result(s, result_json))?
+            .map_err(|r| rejected(&subject, r))?;
+        check::output(output).map_err(|reason| GuardError::BadOutput { subject, reason })
+    }
+}
+
+fn rejected(subject: &Subject, r: wit::Rejection) -> GuardError {
+    let kind = match r.kind {
+        wit::RejectionKind::InvalidJson => "invalid JSON",
+        wit::RejectionKind::InvalidName => "invalid name",
+        wit::RejectionKind::NotObjectSchema => "not an object schema",
+        wit::RejectionKind::TooLarge => "too large",
+        wit::RejectionKind::Other => "other",
+    };
+    GuardError::Rejected {
+        subject: subject.clone(),
+        kind,
+        message: check::shown_message(&r.message),
+    }
+}
+
+fn read_component(path: &Path) -> Result<Vec<u8>, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if meta.len() > MAX_ADAPTER_BYTES {
+        return Err(format!(
+            "{} bytes, over the {MAX_ADAPTER_BYTES}-byte limit",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if wasmtime::Engine::detect_precompiled(&bytes).is_some() {
+        return Err("a precompiled artifact; give the .wasm component instead".into());
+    }
+    Ok(bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,117 @@
+//! Precompiled adapter artifacts cached on disk, so a session loads the guard in under
+//! a millisecond instead of compiling it with Cranelift (about 0.1 s).
+//!
+//! A cache file is `sha256(payload) ++ payload`, named by the component digest and the
+//! engine's compatibility hash (which covers the wasmtime version and settings). A file
+//! that fails its checksum or that wasmtime refuses is deleted and rebuilt.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Loads the component from the cache, or compiles it and stores the artifact.
+pub(super) fn load(
+    engine: &Engine,
+    wasm: &[u8],
+    digest: &str,
+    cache_dir: Option<&Path>,
+) -> Result<Component, String> {
+    let path = cache_dir.map(|dir| dir.join("wasm").join(file_name(engine, digest)));
+    if let Some(path) = &path
+        && let Some(component) = read(engine, path)
+    {
+        return Ok(component);
+    }
+    let component = Component::new(engine, wasm).map_err(|e| format!("cannot compile: {e:#}"))?;
+    if let Some(path) = &path
+        && let Err(e) = write(&component, path)
+    {
+        tracing::debug!(path = %path.display(), "cannot cache the compiled adapter: {e}");
+    }
+    Ok(component)
+}
+
+fn file_name(engine: &Engine, digest: &str) -> String {
+    let mut h = ShaHasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let engine_key = super::hex(&h.0.finalize());
+    format!(
+        "{}-{}.cwasm",
+        &digest[..digest.len().min(32)],
+        &engine_key[..16]
+    )
+}
+
+fn read(engine: &Engine, path: &Path) -> Option<Component> {
+    let bytes = fs::read(path).ok()?;
+    let component = (bytes.len() > 32)
+        .then(|| bytes.split_at(32))
+        .filter(|(sum, payload)| Sha256::digest(payload).as_slice() == *sum)
+        .and_then(|(_, payload)| deserialize(engine, payload).ok());
+    if component.is_none() {
+        tracing::debug!(path = %path.display(), "ignoring a corrupt or foreign adapter artifact");
+        let _ = fs::remove_file(path);
+    }
+    component
+}
+
+/// Loads a precompiled artifact.
+#[allow(unsafe_code)]
+fn deserialize(engine: &Engine, payload: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: wasmtime requires that the bytes come from `Component::serialize` of a
+    // compatible engine and were not tampered with. They come from `write` below, in a
+    // directory only this user can write (created 0700), and the sha256 checked in `read`
+    // rules out corruption; artifacts of other versions or settings are refused by
+    // wasmtime itself (and by the file name, which includes the engine hash).
+    unsafe { Component::deserialize(engine, payload) }
+}
+
+fn write(component: &Component, path: &Path) -> Result<(), String> {
+    let payload = component.serialize().map_err(|e| e.to_string())?;
+    let dir = path.parent().ok_or("no parent directory")?;
+    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(&Sha256::digest(&payload))?;
+        f.write_all(&payload)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(|e| e.to_string())
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}", std::process::id()));
+    path.with_file_name(name)
+}
+
+/// Creates `dir` and its parents, the last one readable only by this user.
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Feeds `Hash` output into sha256, a hasher that is stable across runs and versions.
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}

@@ -1,0 +1,149 @@
+//! The one process-wide wasmtime `Engine`, created on first use, its epoch ticker, and
+//! the linker that gives guests a WASI with nothing in it.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, OptLevel, Trap};
+
+use super::GUARD_DEADLINE;
+use super::bindings::{ADAPTER_EXPORT, SchemaAdapterPre};
+use super::sandbox::HostState;
+
+/// How often the epoch advances while guests run; the deadline overshoots by at most this.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// A guest's native stack; deep recursion traps instead of overflowing the host.
+const GUEST_STACK_BYTES: usize = 512 << 10;
+
+static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+static TICKER: OnceLock<Thread> = OnceLock::new();
+/// Sessions currently running guest code; the ticker sleeps while this is zero.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+static TICKER_PARKED: AtomicBool = AtomicBool::new(false);
+
+/// The engine, created (with its ticker thread) on the first call.
+pub(super) fn engine() -> Result<&'static Engine, String> {
+    ENGINE
+        .get_or_init(|| {
+            let mut config = Config::new();
+            config
+                .cranelift_opt_level(OptLevel::Speed)
+                .epoch_interruption(true)
+                .max_wasm_stack(GUEST_STACK_BYTES)
+                .concurrency_support(false);
+            let engine =
+                Engine::new(&config).map_err(|e| format!("cannot create the wasm engine: {e}"))?;
+            start_ticker(&engine)?;
+            Ok(engine)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Epoch ticks in [`GUARD_DEADLINE`].
+pub(super) fn deadline_ticks() -> u64 {
+    (GUARD_DEADLINE.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] while any session is active and parks
+/// otherwise, so an idle host costs no wakeups.
+fn start_ticker(engine: &Engine) -> Result<(), String> {
+    let weak = engine.weak();
+    let handle = thread::Builder::new()
+        .name("edgar-guard-epoch".into())
+        .spawn(move || {
+            loop {
+                if ACTIVE.load(Ordering::SeqCst) == 0 {
+                    TICKER_PARKED.store(true, Ordering::SeqCst);
+                    if ACTIVE.load(Ordering::SeqCst) == 0 {
+                        thread::park();
+                    }
+                    TICKER_PARKED.store(false, Ordering::SeqCst);
+                    continue;
+                }
+                thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the guard's timer thread: {e}"))?;
+    let _ = TICKER.set(handle.thread().clone());
+    Ok(())
+}
+
+/// Marks a session active for its lifetime, so the ticker runs while guest code may run.
+pub(super) struct Ticking;
+
+impl Ticking {
+    pub(super) fn start() -> Ticking {
+        ACTIVE.fetch_add(1, Ordering::SeqCst);
+        if TICKER_PARKED.load(Ordering::SeqCst)
+            && let Some(t) = TICKER.get()
+        {
+            t.unpark();
+        }
+        Ticking
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Links the locked-down WASI and type-checks `component` against the adapter world.
+pub(super) fn instantiate_pre(
+    engine: &Engine,
+    component: &Component,
+) -> Result<SchemaAdapterPre<HostState>, String> {
+    if component.get_export_index(None, ADAPTER_EXPORT).is_none() {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let exports = if exports.is_empty() {
+            "nothing".to_owned()
+        } else {
+            exports.join(", ")
+        };
+        return Err(format!(
+            "it exports {exports}; an adapter must export {ADAPTER_EXPORT}"
+        ));
+    }
+    let mut linker = Linker::<HostState>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| format!("cannot link WASI: {e}"))?;
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(|e| format!("{e:#}"))?;
+    SchemaAdapterPre::new(pre).map_err(|e| format!("{e:#}"))
+}
+
+/// A one-line account of why a guest call failed.
+pub(super) fn describe_failure(err: &wasmtime::Error) -> String {
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => {
+            format!("ran past its {} ms time limit", GUARD_DEADLINE.as_millis())
+        }
+        Some(Trap::StackOverflow) => "overflowed its stack".into(),
+        Some(trap) => format!("trapped: {trap}"),
+        None => {
+            let root = err.root_cause().to_string();
+            if root.contains("forcing trap when growing memory") {
+                format!(
+                    "tried to use more than {} MiB of memory",
+                    super::GUARD_MEMORY_BYTES >> 20
+                )
+            } else {
+                format!("{err:#}")
+            }
+        }
+    }
+}

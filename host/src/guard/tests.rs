@@ -1,0 +1,109 @@
+//! The guard through the real reference component.
+
+use std::sync::OnceLock;
+
+use serde_json::json;
+
+use super::*;
+
+fn adapter() -> Arc<Adapter> {
+    static GUARD: OnceLock<Guard> = OnceLock::new();
+    GUARD
+        .get_or_init(|| Guard::new(None))
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn names_go_through_the_component() {
+    let a = adapter();
+    assert_eq!(
+        a.tool_name("github", "create_issue").ok().as_deref(),
+        Some("github__create_issue")
+    );
+    let long = a
+        .tool_name("srv", &"x".repeat(1000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(long.len(), 64);
+    assert!(matches!(
+        a.tool_name("", "x"),
+        Err(GuardError::Rejected { .. })
+    ));
+    assert!(matches!(
+        a.tool_name("s", &"x".repeat(MAX_NAME_INPUT_BYTES + 1)),
+        Err(GuardError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn schemas_are_accepted_and_checked() {
+    let a = adapter();
+    let tool = json!({"name": "read", "description": "Read", "inputSchema": {
+        "type": "object", "properties": {"p": {"type": "string"}}, "x-v": 1
+    }, "annotations": {"readOnlyHint": true}});
+    let t = a
+        .to_schema("fs", &tool.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.name(), "fs__read");
+    assert_eq!(t.tool(), "read");
+    assert_eq!(
+        t.input_schema(),
+        &json!({"type": "object", "properties": {"p": {"type": "string"}}})
+    );
+    assert_eq!(t.hints().read_only, Some(true));
+    assert_eq!(t.dropped().len(), 1);
+}
+
+#[test]
+fn a_schema_that_does_not_compile_is_refused_by_the_host() {
+    let a = adapter();
+    let tool = json!({"name": "t", "inputSchema": {"type": "object", "properties": {"p": {"pattern": "(a"}}}});
+    let err = a
+        .to_schema("s", &tool.to_string())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("does not compile"), "{err}");
+}
+
+#[test]
+fn batches_keep_going_after_a_bad_tool_and_refuse_duplicates() {
+    let a = adapter();
+    let tools = vec![
+        json!({"name": "a", "inputSchema": {"type": "object"}}).to_string(),
+        "garbage".to_owned(),
+        json!({"name": "a", "inputSchema": {"type": "object"}}).to_string(),
+        json!({"name": "b"}).to_string(),
+    ];
+    let out = a.accept_tools("s", &tools);
+    assert!(out[0].is_ok());
+    assert!(matches!(out[1], Err(GuardError::Rejected { .. })));
+    assert!(
+        matches!(&out[2], Err(GuardError::BadOutput { reason, .. }) if reason.contains("already taken"))
+    );
+    assert!(out[3].is_ok());
+}
+
+#[test]
+fn results_become_blocks() {
+    let a = adapter();
+    let r = json!({"content": [{"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/png", "data": "aGk="}], "isError": true});
+    let out = a
+        .to_result("s", "t", &r.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.is_error);
+    assert_eq!(out.content[0], ContentBlock::Text { text: "hi".into() });
+    assert!(
+        matches!(&out.content[1], ContentBlock::Image { mime_type, .. } if mime_type == "image/png")
+    );
+}
+
+#[test]
+fn oversized_results_never_reach_the_guest() {
+    let a = adapter();
+    let big = "x".repeat(MAX_RESULT_JSON_BYTES + 1);
+    assert!(matches!(
+        a.to_result("s", "t", &big),
+        Err(GuardError::TooLarge { .. })
+    ));
+}

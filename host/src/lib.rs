@@ -1,0 +1,8 @@
+//! edgar-host: the MCP and sign-in core of the edgar coding agent.
+//!
+//! Everything an MCP server sends passes through [`guard`], a sandboxed WebAssembly
+//! component, before the harness uses it. Nothing here starts a process, opens a
+//! socket or creates a WASM engine until a server's tool is first needed.
+
+pub mod guard;
+pub mod paths;

@@ -1,0 +1,111 @@
+//! A test adapter that misbehaves on request, one way per input, so the host's limits
+//! and checks can be exercised through a real component.
+//!
+//! `tool-name(_, X)`, `to-schema(X, _)` and `to-result(X)` pick the behaviour by X:
+//! `loop`, `bomb` (memory), `trap` (panic), `stack` (deep recursion), `print` (floods
+//! stdout and stderr), and output-specific lies; anything else behaves.
+#![cfg(target_arch = "wasm32")]
+// wit-bindgen's generated export glue is `unsafe`.
+#![allow(unsafe_code)]
+
+use exports::edgar::schema::adapter::*;
+
+wit_bindgen::generate!({ path: "../../../wit", world: "schema-adapter" });
+
+struct Adapter;
+export!(Adapter);
+
+fn misbehave(how: &str) {
+    match how {
+        "loop" => loop {
+            std::hint::black_box(0);
+        },
+        "bomb" => {
+            let mut v: Vec<Vec<u8>> = Vec::new();
+            loop {
+                v.push(vec![1; 1 << 20]);
+                std::hint::black_box(&v);
+            }
+        }
+        "trap" => panic!("the misbehaving adapter panics on purpose"),
+        "stack" => {
+            std::hint::black_box(recurse(std::hint::black_box(1)));
+        }
+        "print" => {
+            for _ in 0..10_000 {
+                println!("chatty adapter line on stdout, over and over");
+                eprintln!("chatty adapter line on stderr, over and over");
+            }
+        }
+        _ => {}
+    }
+}
+
+#[allow(unconditional_recursion)]
+fn recurse(n: u64) -> u64 {
+    let buf = std::hint::black_box([n; 64]);
+    recurse(buf[3] + 1) + buf[7]
+}
+
+fn hints() -> Hints {
+    Hints {
+        title: None,
+        read_only: None,
+        destructive: None,
+        idempotent: None,
+        open_world: None,
+    }
+}
+
+impl Guest for Adapter {
+    fn tool_name(server: String, tool: String) -> Result<String, Rejection> {
+        misbehave(&tool);
+        Ok(match tool.as_str() {
+            "bad-chars" => "has space!".into(),
+            "builtin" => "tool_search".into(),
+            "too-long" => "x".repeat(100),
+            "same" => "same_name".into(),
+            _ => format!("{server}__{tool}"),
+        })
+    }
+
+    fn to_schema(server: String, _tool_json: String) -> Result<AcceptedTool, Rejection> {
+        misbehave(&server);
+        let schema = match server.as_str() {
+            "not-json" => "this is not json".to_owned(),
+            "array-schema" => r#"{"type":"array"}"#.to_owned(),
+            "remote-ref" => r#"{"type":"object","$ref":"http://127.0.0.1:9/s.json"}"#.to_owned(),
+            "huge" => format!(
+                r#"{{"type":"object","description":"{}"}}"#,
+                "x".repeat(10 << 20)
+            ),
+            _ => r#"{"type":"object"}"#.to_owned(),
+        };
+        Ok(AcceptedTool {
+            name: "t".into(),
+            description: String::new(),
+            input_schema: schema,
+            output_schema: None,
+            hints: hints(),
+            dropped: Vec::new(),
+        })
+    }
+
+    fn to_result(result_json: String) -> Result<ToolOutput, Rejection> {
+        misbehave(&result_json);
+        let media = |mime: &str, data: &str| Media {
+            mime_type: mime.into(),
+            data: data.into(),
+        };
+        let block = match result_json.as_str() {
+            "bad-base64" => ContentBlock::Image(media("image/png", "%%%not base64%%%")),
+            "bad-mime" => ContentBlock::Image(media("image/svg+xml", "aGk=")),
+            "huge-text" => ContentBlock::Text("x".repeat(5 << 20)),
+            _ => ContentBlock::Text("ok".into()),
+        };
+        Ok(ToolOutput {
+            is_error: false,
+            blocks: vec![block],
+        })
+    }
+}

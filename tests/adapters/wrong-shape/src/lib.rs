@@ -1,0 +1,15 @@
+//! A test adapter whose `tool-name` has the wrong type: the host must refuse it.
+#![cfg(target_arch = "wasm32")]
+// wit-bindgen's generated export glue is `unsafe`.
+#![allow(unsafe_code)]
+
+wit_bindgen::generate!({ path: "wit", world: "schema-adapter" });
+
+struct Adapter;
+export!(Adapter);
+
+impl exports::edgar::schema::adapter::Guest for Adapter {
+    fn tool_name(server: String) -> String {
+        server
+    }
+}
