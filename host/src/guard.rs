@@ -416,6 +416,38 @@ impl Adapter {
     fn session(&self) -> Result<Session<'_>, GuardError> {
         Session::new(self)
     }
+
+    /// For benchmarks: `tool-name` and `to-schema` for each tool in one instance, with
+    /// none of the host's checks, so the guest's cost can be compared with native code.
+    /// Returns how many tools the adapter accepted.
+    #[doc(hidden)]
+    pub fn bench_raw_calls(
+        &self,
+        server: &str,
+        tools: &[(String, String)],
+    ) -> Result<usize, GuardError> {
+        let mut session = self.session()?;
+        let subject = Subject::default();
+        let mut ok = 0;
+        for (name, json) in tools {
+            let n = session.call(&subject, |g, s| g.call_tool_name(s, server, name))?;
+            let t = session.call(&subject, |g, s| g.call_to_schema(s, server, json))?;
+            ok += usize::from(n.is_ok() && t.is_ok());
+        }
+        Ok(ok)
+    }
+
+    /// For benchmarks: `n` trivial `tool-name` calls in one fresh instance.
+    #[doc(hidden)]
+    pub fn bench_empty_calls(&self, n: usize) -> Result<(), GuardError> {
+        let mut session = self.session()?;
+        for _ in 0..n {
+            session
+                .call(&Subject::default(), |g, s| g.call_tool_name(s, "s", "t"))?
+                .map_err(|r| rejected(&Subject::default(), r))?;
+        }
+        Ok(())
+    }
 }
 
 /// One sandboxed instance used for one call or one batch. A failed call poisons the

@@ -1,1 +1,103 @@
-//! placeholder
+//! Support for the integration tests in `it/`: paths to the built test adapters, the
+//! shared tool corpus, and a small runner for the real `edgar` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A misbehaving or incompatible test adapter component, by crate suffix
+/// (`misbehaving`, `wrong-shape`, `other-version`).
+pub fn test_adapter(name: &str) -> PathBuf {
+    let file = format!("edgar_test_adapter_{}.wasm", name.replace('-', "_"));
+    Path::new(env!("EDGAR_TEST_ADAPTERS")).join(file)
+}
+
+/// `tests/fixtures/...`
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+}
+
+/// One server's captured `tools/list` from the corpus.
+pub struct CorpusServer {
+    pub server: String,
+    /// Each tool object as compact JSON text, as a server would send it.
+    pub tools: Vec<String>,
+}
+
+/// The 106 captured servers of `tests/fixtures/corpus`, sorted by name.
+pub fn corpus() -> Vec<CorpusServer> {
+    let dir = fixture("corpus");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            CorpusServer {
+                server: v["server"].as_str().unwrap_or_default().to_owned(),
+                tools: v["tools"]
+                    .as_array()
+                    .map(|ts| ts.iter().map(|t| t.to_string()).collect())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// The outcome of one `edgar` run.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Stdout parsed as JSON; panics with both streams when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Runs `bin` with `args` in an environment of its own (cache and config under `home`),
+/// feeding `stdin`.
+pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {
+    use std::io::Write;
+    let mut child = Command::new(bin)
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("EDGAR_CACHE_DIR")
+        .env_remove("EDGAR_CONFIG")
+        .current_dir(home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        // A command may exit before reading everything; that is its answer, not ours.
+        let _ = input.write_all(stdin);
+    }
+    Run::from(child.wait_with_output().unwrap_or_else(|e| panic!("{e}")))
+}

@@ -1,0 +1,278 @@
+//! The guard through real components: the reference adapter on hostile input and on
+//! the whole corpus, and misbehaving adapters built by this crate.
+
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+
+use edgar_host::guard::{Adapter, AdapterSource, Guard, GuardError};
+use edgar_tests::{corpus, test_adapter};
+use serde_json::json;
+
+fn guard() -> &'static Guard {
+    static GUARD: OnceLock<Guard> = OnceLock::new();
+    GUARD.get_or_init(|| Guard::new(None))
+}
+
+fn builtin() -> Arc<Adapter> {
+    guard()
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn misbehaving() -> Arc<Adapter> {
+    guard()
+        .adapter(&AdapterSource::File(test_adapter("misbehaving")))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err_text<T: std::fmt::Debug>(r: Result<T, GuardError>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// After any failure the same adapter must still serve a normal call.
+fn still_works(a: &Adapter) {
+    assert_eq!(a.tool_name("s", "ok").ok().as_deref(), Some("s__ok"));
+}
+
+#[test]
+fn hostile_names_get_clean_distinct_names() {
+    let a = builtin();
+    let cases = [
+        ("srv", "x".repeat(1000)),
+        ("srv", "read file".to_owned()),
+        ("srv", "read_file".to_owned()),
+        ("srv", "read-file".to_owned()),
+        ("srv", "read.file".to_owned()),
+        ("srv", "résumé 工具 🚀".to_owned()),
+        ("srv", "tool_search".to_owned()),
+        ("tool", "search".to_owned()),
+        ("srv", "\u{1b}[31mred\u{0}".to_owned()),
+    ];
+    let mut seen = HashSet::new();
+    for (server, tool) in &cases {
+        let name = a.tool_name(server, tool).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        );
+        assert_ne!(name, "tool_search");
+        assert!(seen.insert(name.clone()), "{tool:?} collided on {name}");
+    }
+    assert!(err_text(a.tool_name("srv", "")).contains("empty"));
+}
+
+#[test]
+fn hostile_schemas_end_in_a_clear_error_or_a_cleaned_value() {
+    let a = builtin();
+    let deep = format!(
+        r#"{{"name":"t","inputSchema":{}{}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    assert!(err_text(a.to_schema("s", &deep)).contains("not valid JSON"));
+
+    let huge = format!(r#"{{"name":"t","description":"{}"}}"#, "x".repeat(50 << 20));
+    assert!(err_text(a.to_schema("s", &huge)).contains("over the"));
+
+    let million: Vec<u32> = (0..1_000_000).collect();
+    let big_enum = json!({"name": "t", "inputSchema": {"type": "object", "properties": {"e": {"enum": million}}}});
+    assert!(err_text(a.to_schema("s", &big_enum.to_string())).contains("over the"));
+
+    let remote = json!({"name": "t", "inputSchema": {"type": "object", "properties": {"r": {"$ref": "http://127.0.0.1:9/evil.json"}}}});
+    let t = a
+        .to_schema("s", &remote.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.input_schema()["properties"]["r"], json!({}));
+    assert!(
+        t.dropped()
+            .iter()
+            .any(|d| d.reason.contains("remote $ref refused"))
+    );
+
+    let recursive = json!({"name": "t", "inputSchema": {"type": "object", "$ref": "#",
+        "properties": {"self": {"$ref": "#"}}, "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}});
+    assert!(a.to_schema("s", &recursive.to_string()).is_ok());
+
+    assert!(
+        err_text(a.to_schema("s", r#"{"name":"t","inputSchema":{"type":"string"}}"#))
+            .contains("not \"object\"")
+    );
+    assert!(err_text(a.to_schema("s", "not json at all")).contains("not valid JSON"));
+    still_works(&a);
+}
+
+#[test]
+fn hostile_results_end_in_a_clear_error_or_a_cleaned_value() {
+    let a = builtin();
+    let huge = json!({"content": [{"type": "text", "text": "x".repeat(200 << 20)}]}).to_string();
+    assert!(err_text(a.to_result("s", "t", &huge)).contains("over the"));
+
+    let r = json!({"content": [
+        {"type": "image", "mimeType": "image/png", "data": "!!not base64!!"},
+        {"type": "image", "mimeType": "image/svg+xml", "data": "aGk="},
+        {"type": "mystery", "payload": 1},
+        {"type": "text", "text": "y".repeat(300_000)}
+    ]});
+    let out = a
+        .to_result("s", "t", &r.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = serde_json::to_string(&out).unwrap_or_default();
+    assert!(text.contains("not valid base64"));
+    assert!(text.contains("type not allowed"));
+    assert!(text.contains("unsupported type 'mystery'"));
+    assert!(text.contains("[edgar cut "));
+    assert!(text.len() < 200_000);
+    still_works(&a);
+}
+
+#[test]
+fn an_infinite_loop_is_interrupted() {
+    let a = misbehaving();
+    assert!(err_text(a.tool_name("s", "loop")).contains("time limit"));
+    still_works(&a);
+}
+
+#[test]
+fn a_memory_bomb_is_stopped() {
+    let a = misbehaving();
+    assert!(err_text(a.tool_name("s", "bomb")).contains("memory"));
+    still_works(&a);
+}
+
+#[test]
+fn a_panic_and_a_stack_overflow_are_contained() {
+    let a = misbehaving();
+    assert!(err_text(a.tool_name("s", "trap")).contains("trapped"));
+    assert!(err_text(a.tool_name("s", "stack")).contains("stack"));
+    still_works(&a);
+}
+
+#[test]
+fn a_chatty_adapter_is_bounded_not_killed() {
+    let a = misbehaving();
+    assert_eq!(a.tool_name("s", "print").ok().as_deref(), Some("s__print"));
+}
+
+#[test]
+fn lying_output_is_refused_by_the_host() {
+    let a = misbehaving();
+    for (tool, expect) in [
+        ("bad-chars", "outside [A-Za-z0-9_-]"),
+        ("builtin", "shadow a built-in"),
+        ("too-long", "1 to 64"),
+    ] {
+        let e = err_text(a.tool_name("s", tool));
+        assert!(e.contains(expect), "{tool}: {e}");
+    }
+    for (server, expect) in [
+        ("not-json", "not JSON"),
+        ("array-schema", "not an object schema"),
+        ("remote-ref", "does not compile"),
+        ("huge", "over 262144 bytes"),
+    ] {
+        let e = err_text(a.to_schema(server, "{}"));
+        assert!(e.contains(expect), "{server}: {e}");
+    }
+    for (input, expect) in [
+        ("bad-base64", "not valid base64"),
+        ("bad-mime", "not allowed"),
+        ("huge-text", "over the 1048576-byte limit"),
+    ] {
+        let e = err_text(a.to_result("s", "t", input));
+        assert!(e.contains(expect), "{input}: {e}");
+    }
+    still_works(&a);
+}
+
+#[test]
+fn duplicate_names_from_an_adapter_keep_only_the_first() {
+    let a = misbehaving();
+    let mut out = a
+        .accept_tools("s", &["{}".to_owned(), "{}".to_owned()])
+        .into_iter();
+    assert!(out.next().is_some_and(|r| r.is_ok()));
+    let second = out.next().unwrap_or_else(|| panic!("two results"));
+    assert!(err_text(second).contains("already taken"));
+}
+
+#[test]
+fn incompatible_components_are_refused_with_a_clear_message() {
+    let g = Guard::new(None);
+    let e = err_text(g.adapter(&AdapterSource::File(test_adapter("other-version"))));
+    assert!(
+        e.contains("edgar:schema/adapter@0.2.0")
+            && e.contains("must export edgar:schema/adapter@0.1.0"),
+        "{e}"
+    );
+    let e = err_text(g.adapter(&AdapterSource::File(test_adapter("wrong-shape"))));
+    assert!(e.contains("not compatible"), "{e}");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let empty = dir.path().join("empty.wasm");
+    std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap_or_else(|e| panic!("{e}"));
+    let e = err_text(g.adapter(&AdapterSource::File(empty)));
+    assert!(e.contains("exports nothing"), "{e}");
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"definitely not wasm").unwrap_or_else(|e| panic!("{e}"));
+    assert!(err_text(g.adapter(&AdapterSource::File(junk))).contains("cannot compile"));
+    let missing = dir.path().join("missing.wasm");
+    assert!(err_text(g.adapter(&AdapterSource::File(missing))).contains("cannot read"));
+}
+
+#[test]
+fn a_corrupt_artifact_cache_is_ignored_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let first = Guard::new(Some(dir.path().to_owned()));
+    first
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let wasm_dir = dir.path().join("wasm");
+    let files: Vec<_> = std::fs::read_dir(&wasm_dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mut bytes = std::fs::read(&files[0]).unwrap_or_else(|e| panic!("{e}"));
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&files[0], &bytes).unwrap_or_else(|e| panic!("{e}"));
+
+    let second = Guard::new(Some(dir.path().to_owned()));
+    let a = second
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    still_works(&a);
+    let rebuilt = std::fs::read(&files[0]).unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(rebuilt, bytes, "the corrupt artifact was replaced");
+}
+
+/// Every real tool in the corpus passes the guard, keeps a name of the right shape, and
+/// no two tools anywhere share a name.
+#[test]
+fn the_whole_corpus_passes_the_guard() {
+    let a = builtin();
+    let mut names = HashSet::new();
+    let mut accepted = 0;
+    let mut refused = Vec::new();
+    for server in corpus() {
+        for result in a.accept_tools(&server.server, &server.tools) {
+            match result {
+                Ok(t) => {
+                    accepted += 1;
+                    assert!(names.insert(t.name().to_owned()), "duplicate {}", t.name());
+                }
+                Err(e) => refused.push(e.to_string()),
+            }
+        }
+    }
+    assert_eq!(accepted + refused.len(), 2506);
+    assert!(
+        refused.is_empty(),
+        "{} refused: {refused:#?}",
+        refused.len()
+    );
+}
