@@ -22,7 +22,7 @@ fn run() -> Result<(), String> {
     if let Ok(prebuilt) = std::env::var("EDGAR_GUEST_WASM") {
         println!("cargo:rerun-if-changed={prebuilt}");
         println!("cargo:rustc-env=EDGAR_GUEST_WASM={prebuilt}");
-        return Ok(());
+        return emit_digest(std::path::Path::new(&prebuilt));
     }
     let root = guest::workspace_root()?;
     guest::rerun_if_changed(
@@ -39,5 +39,18 @@ fn run() -> Result<(), String> {
         return Err(format!("the guest build produced no {}", wasm.display()));
     }
     println!("cargo:rustc-env=EDGAR_GUEST_WASM={}", wasm.display());
+    emit_digest(&wasm)
+}
+
+/// The component's sha256, so cached guard outputs can be keyed by it without hashing
+/// 170 KB at every start.
+fn emit_digest(wasm: &std::path::Path) -> Result<(), String> {
+    use sha2::Digest;
+    let bytes = std::fs::read(wasm).map_err(|e| format!("cannot read {}: {e}", wasm.display()))?;
+    let digest: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    println!("cargo:rustc-env=EDGAR_GUEST_DIGEST={digest}");
     Ok(())
 }

@@ -17,9 +17,82 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Manage and use MCP servers.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Every configured server and its state. Starts nothing.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one server's configuration (environment and header values masked).
+    Get { name: String },
+    /// Add a stdio server (`-- CMD ARGS...`) or an HTTP server (`--url URL`).
+    Add {
+        name: String,
+        /// The server's URL (Streamable HTTP, or legacy SSE with `--transport sse`).
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        #[arg(long, value_parser = ["http", "sse"], requires = "url")]
+        transport: Option<String>,
+        /// An HTTP header, `Name: value` (repeatable).
+        #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+        headers: Vec<String>,
+        /// An environment variable for a stdio server, `KEY=VALUE` (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        #[command(flatten)]
+        scope: ScopeArg,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Remove a server from the config.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        scope: ScopeArg,
+    },
+    /// The tool names the prompt carries (from the cache; servers without one are started).
+    Tools {
+        /// Only this server.
+        name: Option<String>,
+        /// Forget cached tools and failures, and discover again.
+        #[arg(long)]
+        refresh: bool,
+        /// An array of {name, server, tool} objects.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool: TOOL is the name the model sees, or SERVER/TOOL.
+    Call {
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        /// Print the result blocks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a server's failure so it starts again when needed.
+    Reset { name: String },
+    /// Run the embedded example server on stdio (the default config uses it).
+    #[command(hide = true)]
+    ExampleServer,
+}
+
+#[derive(Debug, Args)]
+pub struct ScopeArg {
+    /// Edit the project's .mcp.json instead of the user config.
+    #[arg(long)]
+    pub project: bool,
 }
 
 #[derive(Debug, Subcommand)]

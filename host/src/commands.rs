@@ -1,6 +1,7 @@
 //! Runs a parsed command: glue over the library, and the only place that prints.
 
 mod guard;
+mod mcp;
 
 use std::process::ExitCode;
 
@@ -9,5 +10,6 @@ use crate::cli::{Cli, Command};
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
+        Command::Mcp(cmd) => mcp::run(cmd),
     }
 }

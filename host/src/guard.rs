@@ -28,6 +28,12 @@ use sandbox::HostState;
 
 pub use check::BUILTIN_TOOLS;
 
+/// Compiles an accepted input schema into a validator (JSON Schema 2020-12, no remote
+/// references). Costs milliseconds: callers compile a tool's schema on its first call.
+pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
+    check::compile(schema)
+}
+
 /// Most memory one adapter instance may use; the reference adapter needs about three
 /// times the size of the JSON it parses.
 pub const GUARD_MEMORY_BYTES: usize = 64 << 20;
@@ -317,9 +323,23 @@ impl fmt::Debug for Adapter {
     }
 }
 
-/// sha256 of the built-in adapter component, hex; keys cached guard outputs.
-pub fn builtin_digest() -> String {
-    hex(&Sha256::digest(BUILTIN_WASM))
+/// sha256 of the built-in adapter component, hex (computed at build time).
+pub const BUILTIN_DIGEST: &str = env!("EDGAR_GUEST_DIGEST");
+
+impl AdapterSource {
+    /// sha256 of the component, hex, without loading it: cached guard outputs are keyed
+    /// by it, so swapping adapters never serves stale sanitized schemas.
+    pub fn digest(&self) -> Result<String, GuardError> {
+        match self {
+            AdapterSource::Builtin => Ok(BUILTIN_DIGEST.to_owned()),
+            AdapterSource::File(path) => read_component(path)
+                .map(|bytes| hex(&Sha256::digest(&bytes)))
+                .map_err(|reason| GuardError::Load {
+                    adapter: self.to_string(),
+                    reason,
+                }),
+        }
+    }
 }
 
 impl Adapter {
@@ -333,7 +353,10 @@ impl Adapter {
             AdapterSource::Builtin => BUILTIN_WASM.into(),
             AdapterSource::File(path) => read_component(path).map_err(load_err)?.into(),
         };
-        let digest = hex(&Sha256::digest(&bytes));
+        let digest = match source {
+            AdapterSource::Builtin => BUILTIN_DIGEST.to_owned(),
+            AdapterSource::File(_) => hex(&Sha256::digest(&bytes)),
+        };
         let engine = engine::engine().map_err(load_err)?;
         let component = artifact::load(engine, &bytes, &digest, cache_dir).map_err(load_err)?;
         let pre = engine::instantiate_pre(engine, &component).map_err(|reason| {
@@ -608,7 +631,7 @@ fn read_component(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -4,5 +4,9 @@
 //! component, before the harness uses it. Nothing here starts a process, opens a
 //! socket or creates a WASM engine until a server's tool is first needed.
 
+pub mod config;
 pub mod guard;
+pub mod mcp;
 pub mod paths;
+pub mod text;
+pub mod tools;

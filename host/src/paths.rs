@@ -1,6 +1,6 @@
 //! Where edgar keeps its files: XDG directories, with `EDGAR_*` overrides for tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The cache directory: `$EDGAR_CACHE_DIR`, else `$XDG_CACHE_HOME/edgar`, else
 /// `~/.cache/edgar`. `None` when no home is known; callers then skip caching.
@@ -24,4 +24,39 @@ pub fn config_dir() -> Option<PathBuf> {
 
 fn non_empty(var: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(var).filter(|v| !v.is_empty())
+}
+
+/// Creates `dir` and its parents, the last one readable only by this user.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    create_private_dir(dir)?;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(
+        ".tmp{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let tmp = path.with_file_name(name);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

@@ -7,8 +7,7 @@
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -73,35 +72,10 @@ fn deserialize(engine: &Engine, payload: &[u8]) -> wasmtime::Result<Component> {
 
 fn write(component: &Component, path: &Path) -> Result<(), String> {
     let payload = component.serialize().map_err(|e| e.to_string())?;
-    let dir = path.parent().ok_or("no parent directory")?;
-    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let tmp = temp_path(path);
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(&Sha256::digest(&payload))?;
-        f.write_all(&payload)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(|e| e.to_string())
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}", std::process::id()));
-    path.with_file_name(name)
-}
-
-/// Creates `dir` and its parents, the last one readable only by this user.
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    let mut file = Vec::with_capacity(32 + payload.len());
+    file.extend_from_slice(&Sha256::digest(&payload));
+    file.extend_from_slice(&payload);
+    crate::paths::write_atomic(path, &file).map_err(|e| e.to_string())
 }
 
 /// Feeds `Hash` output into sha256, a hasher that is stable across runs and versions.

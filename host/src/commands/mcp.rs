@@ -1,0 +1,351 @@
+//! `edgar mcp ...`: manage servers, list their tools, call one.
+//!
+//! Exit codes: 0 success; 1 an error (printed as one `edgar: ...` line on stderr);
+//! 2 a usage error; 3 the tool ran but reported an error (`isError`).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use edgar_host::config::{Config, ConfigPaths, Transport, edit};
+use edgar_host::guard::ContentBlock;
+use edgar_host::mcp::client::{ServerState, Session, SessionOptions};
+use edgar_host::paths;
+use serde_json::{Value, json};
+
+use crate::cli::{McpCommand, ScopeArg};
+
+/// Exit code for a tool result with `isError`.
+const TOOL_ERROR: u8 = 3;
+
+pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let paths = ConfigPaths::for_project(&cwd);
+    match cmd {
+        McpCommand::ExampleServer => {
+            edgar_host::mcp::example_server::serve(&cwd)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Add {
+            name,
+            url,
+            transport,
+            headers,
+            env,
+            scope,
+            command,
+        } => add(&paths, &name, url, transport, headers, env, &scope, command),
+        McpCommand::Remove { name, scope } => {
+            let file = scope_file(&paths, &scope)?;
+            if edit::remove_server(&file, &name)? {
+                println!("removed {name} from {}", file.display());
+                Ok(ExitCode::SUCCESS)
+            } else {
+                bail!("no server named '{name}' in {}", file.display())
+            }
+        }
+        McpCommand::Get { name } => {
+            let config = load(&paths)?;
+            let spec = config
+                .server(&name)
+                .with_context(|| format!("no MCP server named '{name}' is configured"))?;
+            let mut out =
+                json!({"name": spec.name, "type": spec.transport.kind(), "source": spec.source});
+            match &spec.transport {
+                Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                } => {
+                    out["command"] = json!(command);
+                    out["args"] = json!(args);
+                    out["env"] = json!(
+                        env.keys()
+                            .map(|k| (k.clone(), json!("***")))
+                            .collect::<serde_json::Map<_, _>>()
+                    );
+                    if let Some(cwd) = cwd {
+                        out["cwd"] = json!(cwd);
+                    }
+                }
+                Transport::Http { url, headers } | Transport::Sse { url, headers } => {
+                    out["url"] = json!(url);
+                    out["headers"] = json!(
+                        headers
+                            .keys()
+                            .map(|k| (k.clone(), json!("***")))
+                            .collect::<serde_json::Map<_, _>>()
+                    );
+                }
+            }
+            out["startup_timeout_sec"] = json!(spec.startup_timeout.as_secs_f64());
+            out["tool_timeout_sec"] = json!(spec.tool_timeout.as_secs_f64());
+            out["digest"] = json!(spec.digest());
+            print_json(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::List { json } => {
+            let config = load(&paths)?;
+            let session = session(&config, &cwd);
+            let status = session.status();
+            if json {
+                let v: Vec<Value> = status
+                    .iter()
+                    .map(|s| {
+                        let (state, detail) = describe(&s.state);
+                        json!({"name": s.name, "type": s.kind, "state": state, "detail": detail})
+                    })
+                    .collect();
+                print_json(&json!(v))?;
+            } else {
+                let mut out = std::io::stdout().lock();
+                if status.is_empty() {
+                    writeln!(
+                        out,
+                        "no MCP servers configured; add one with `edgar mcp add`"
+                    )?;
+                }
+                for s in &status {
+                    let (state, detail) = describe(&s.state);
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}{}",
+                        s.name,
+                        s.kind,
+                        state,
+                        detail.map(|d| format!(": {d}")).unwrap_or_default()
+                    )?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Reset { name } => runtime()?.block_on(async {
+            let config = load(&paths)?;
+            let session = session(&config, &cwd);
+            session.reset(&name).await?;
+            println!("{name} will start again when it is next needed");
+            Ok(ExitCode::SUCCESS)
+        }),
+        McpCommand::Tools {
+            name,
+            refresh,
+            json,
+        } => runtime()?.block_on(async {
+            let config = load(&paths)?;
+            let session = session(&config, &cwd);
+            let result = tools(&session, name.as_deref(), refresh, json).await;
+            session.close().await;
+            result
+        }),
+        McpCommand::Call {
+            tool,
+            arguments,
+            json,
+        } => runtime()?.block_on(async {
+            let arguments: Value =
+                serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
+            let config = load(&paths)?;
+            let session = session(&config, &cwd);
+            let result = session.call(&tool, arguments).await;
+            session.close().await;
+            let output = result?;
+            if json {
+                print_json(&serde_json::to_value(&output)?)?;
+            } else {
+                print_blocks(&output.content)?;
+            }
+            Ok(if output.is_error {
+                ExitCode::from(TOOL_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }),
+    }
+}
+
+async fn tools(
+    session: &Session,
+    name: Option<&str>,
+    refresh: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let targets: Vec<String> = match name {
+        Some(n) => vec![n.to_owned()],
+        None => session.server_names().map(str::to_owned).collect(),
+    };
+    if refresh {
+        for t in &targets {
+            session.reset(t).await?;
+        }
+    }
+    let mut names = Vec::new();
+    let mut failed = false;
+    if name.is_some() || refresh {
+        for t in &targets {
+            let result = if refresh {
+                session.refresh(t).await
+            } else {
+                session.tools(t).await
+            };
+            match result {
+                Ok(list) => names.extend(list.iter().map(|t| {
+                    (
+                        t.name().to_owned(),
+                        t.server().to_owned(),
+                        t.tool().to_owned(),
+                    )
+                })),
+                Err(e) => {
+                    failed = true;
+                    eprintln!("edgar: {e}");
+                }
+            }
+        }
+    } else {
+        let (list, failures) = session.tool_names().await;
+        names.extend(list.into_iter().map(|n| (n.name, n.server, n.tool)));
+        for e in &failures {
+            failed = true;
+            eprintln!("edgar: {e}");
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v: Vec<Value> = names
+            .iter()
+            .map(|(n, s, t)| json!({"name": n, "server": s, "tool": t}))
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        for (n, _, _) in &names {
+            writeln!(out, "{n}")?;
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn add(
+    paths: &ConfigPaths,
+    name: &str,
+    url: Option<String>,
+    transport: Option<String>,
+    headers: Vec<String>,
+    env: Vec<String>,
+    scope: &ScopeArg,
+    command: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let entry = match (url, command.split_first()) {
+        (Some(url), None) => {
+            let mut h = serde_json::Map::new();
+            for header in headers {
+                let (k, v) = header
+                    .split_once(':')
+                    .with_context(|| format!("header {header:?} is not `Name: value`"))?;
+                h.insert(k.trim().to_owned(), json!(v.trim()));
+            }
+            json!({"type": transport.unwrap_or_else(|| "http".into()), "url": url, "headers": h})
+        }
+        (None, Some((cmd, args))) => {
+            let mut e = serde_json::Map::new();
+            for kv in env {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--env {kv:?} is not KEY=VALUE"))?;
+                e.insert(k.to_owned(), json!(v));
+            }
+            json!({"command": cmd, "args": args, "env": e})
+        }
+        (None, None) => bail!("give the server's command after `--`, or --url URL"),
+        (Some(_), Some(_)) => bail!("give either --url or a command, not both"),
+    };
+    let file = scope_file(paths, scope)?;
+    edit::add_server(&file, name, entry)?;
+    // Re-read so a bad entry (for example an unset ${VAR}) is reported now.
+    Config::load(paths, None)?;
+    println!("added {name} to {}", file.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scope_file(paths: &ConfigPaths, scope: &ScopeArg) -> anyhow::Result<PathBuf> {
+    if scope.project {
+        return Ok(paths.project.clone());
+    }
+    paths
+        .user
+        .clone()
+        .context("no user config directory: set HOME or XDG_CONFIG_HOME, or use --project")
+}
+
+fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
+    let exe = std::env::current_exe().ok();
+    Ok(Config::load(paths, exe.as_deref())?)
+}
+
+fn session(config: &Config, cwd: &std::path::Path) -> Session {
+    Session::new(
+        config,
+        SessionOptions::new(cwd.to_owned(), paths::cache_dir()),
+    )
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn describe(state: &ServerState) -> (&'static str, Option<String>) {
+    match state {
+        ServerState::NeverStarted => ("never started", None),
+        ServerState::Cached { tools, .. } => ("cached", Some(format!("{tools} tools"))),
+        ServerState::Running { tools } => ("running", Some(format!("{tools} tools"))),
+        ServerState::Failed { reason } => ("failed", Some(reason.clone())),
+        ServerState::NeedsLogin => ("needs login", None),
+    }
+}
+
+fn print_json(v: &Value) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for b in blocks {
+        match b {
+            ContentBlock::Text { text } => writeln!(out, "{text}")?,
+            ContentBlock::Image { mime_type, data } => {
+                writeln!(out, "[image {mime_type}, {} bytes base64]", data.len())?
+            }
+            ContentBlock::Audio { mime_type, data } => {
+                writeln!(out, "[audio {mime_type}, {} bytes base64]", data.len())?
+            }
+            ContentBlock::ResourceLink { uri, name, .. } => {
+                writeln!(out, "[resource link {name}: {uri}]")?
+            }
+            ContentBlock::Resource {
+                uri,
+                text: Some(text),
+                ..
+            } => writeln!(out, "[resource {uri}]\n{text}")?,
+            ContentBlock::Resource { uri, blob, .. } => writeln!(
+                out,
+                "[resource {uri}, {} bytes base64]",
+                blob.as_ref().map_or(0, String::len)
+            )?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The MCP session layer: `McpError`, `PROTOCOL`, and the modules that run servers.
+//!
+//! [`client`] owns the session (lazy handles, discovery, calls, close); [`stdio`] and
+//! (later) `http` are transports that only move JSON messages; [`connection`] matches
+//! requests to responses and answers the server's own requests, whatever the transport.
+
+pub mod client;
+pub(crate) mod connection;
+pub mod example_server;
+pub mod protocol;
+pub(crate) mod stdio;
+
+use std::time::Duration;
+
+use crate::guard::GuardError;
+
+pub use protocol::PROTOCOL;
+
+/// The one error both transports raise. Variants say what happened to the session;
+/// callers never learn which transport carried it.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("no MCP server named '{0}' is configured")]
+    UnknownServer(String),
+    #[error("no tool named '{0}'; `edgar mcp tools` lists them")]
+    UnknownTool(String),
+    #[error("MCP server '{server}' could not start: {reason}")]
+    Start { server: String, reason: String },
+    /// The server failed earlier in this session and stays failed until reset.
+    #[error(
+        "MCP server '{server}' failed earlier in this session: {reason} (reset it with `edgar mcp reset {server}`)"
+    )]
+    Failed { server: String, reason: String },
+    #[error("MCP server '{server}' needs login: run `edgar mcp login {server}`")]
+    NeedsLogin { server: String },
+    #[error("MCP server '{server}' closed the connection: {reason}")]
+    Closed { server: String, reason: String },
+    #[error("MCP server '{server}' did not answer {method} within {} s", timeout.as_secs_f64())]
+    Timeout {
+        server: String,
+        method: String,
+        timeout: Duration,
+    },
+    #[error("MCP server '{server}' broke the protocol: {reason}")]
+    Protocol { server: String, reason: String },
+    #[error("MCP server '{server}' answered {method} with error {code}: {message}")]
+    Server {
+        server: String,
+        method: String,
+        code: i64,
+        message: String,
+    },
+    #[error("MCP server '{server}' speaks protocol version {version}; edgar speaks {}", PROTOCOL.join(", "))]
+    Version { server: String, version: String },
+    /// The model's arguments do not match the tool's accepted schema. Carries the schema
+    /// so a model can correct itself without searching again.
+    #[error("the arguments for {tool} do not match its input schema:\n{}\nThe schema is: {schema}", errors.join("\n"))]
+    InvalidArguments {
+        tool: String,
+        errors: Vec<String>,
+        schema: String,
+    },
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+}
+
+impl McpError {
+    /// The server this error is about, if any.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            McpError::UnknownServer(s) => Some(s),
+            McpError::Start { server, .. }
+            | McpError::Failed { server, .. }
+            | McpError::NeedsLogin { server }
+            | McpError::Closed { server, .. }
+            | McpError::Timeout { server, .. }
+            | McpError::Protocol { server, .. }
+            | McpError::Server { server, .. }
+            | McpError::Version { server, .. } => Some(server),
+            McpError::UnknownTool(_) | McpError::InvalidArguments { .. } | McpError::Guard(_) => {
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,842 @@
+//! The session: one lazy handle per configured server, discovery once per server per
+//! session (cached on disk), tool calls, and close.
+//!
+//! [`Session::new`] (the walkthrough's `servers`) starts nothing: no process, socket,
+//! HTTP client or WASM engine. A server starts the first time one of its tools is
+//! called, or when its tool names are needed and no cache has them. A server whose
+//! discovery fails stays failed for the session and every call to it says why at once.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::McpError;
+use super::connection::{ClientHandler, Connection, Context, NoHandler};
+use super::protocol::PROTOCOL;
+use super::stdio::{Spawn, Stdio};
+use crate::config::{Config, ServerSpec, Transport};
+use crate::guard::{Adapter, Guard, SanitizedTool, ToolOutput};
+use crate::text::shown;
+use crate::tools::cache::{Entry, Failure, ToolCache, ToolName, now};
+
+/// Most `tools/list` pages followed before a server is considered broken.
+pub const MAX_PAGES: usize = 100;
+/// Most tools accepted from one server.
+pub const MAX_TOOLS_PER_SERVER: usize = 5000;
+/// Most validation errors reported for one call.
+const MAX_ARGUMENT_ERRORS: usize = 10;
+
+/// How a session runs its servers.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// The working directory: the root offered to servers, and stdio servers' default cwd.
+    pub cwd: PathBuf,
+    /// Where discovery, adapter artifacts and server logs are cached; `None` disables it.
+    pub cache_dir: Option<PathBuf>,
+    /// Answers servers' sampling and elicitation requests.
+    pub handler: Arc<dyn ClientHandler>,
+}
+
+impl SessionOptions {
+    pub fn new(cwd: PathBuf, cache_dir: Option<PathBuf>) -> SessionOptions {
+        SessionOptions {
+            cwd,
+            cache_dir,
+            handler: Arc::new(NoHandler),
+        }
+    }
+}
+
+/// Where a server stands, for `edgar mcp list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    NeverStarted,
+    Cached { tools: usize, fetched_at: u64 },
+    Running { tools: usize },
+    Failed { reason: String },
+    NeedsLogin,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerStatus {
+    pub name: String,
+    pub kind: &'static str,
+    pub state: ServerState,
+}
+
+/// All tools available now, and the servers that could not provide theirs.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub tools: Vec<SanitizedTool>,
+    pub failures: Vec<McpError>,
+}
+
+pub struct Session {
+    servers: Vec<Arc<Server>>,
+    guard: Arc<Guard>,
+    cache: ToolCache,
+    opts: SessionOptions,
+    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+struct Server {
+    spec: ServerSpec,
+    state: AsyncMutex<State>,
+    adapter_digest: std::sync::OnceLock<Result<String, String>>,
+}
+
+enum State {
+    Idle,
+    Running(Arc<Running>),
+    Failed(String),
+}
+
+struct Running {
+    conn: Connection,
+    transport: AsyncMutex<TransportHandle>,
+    tools: RwLock<Arc<Vec<SanitizedTool>>>,
+}
+
+enum TransportHandle {
+    Stdio(Stdio),
+}
+
+impl TransportHandle {
+    fn stderr_tail(&self) -> String {
+        match self {
+            TransportHandle::Stdio(s) => s.stderr_tail(),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            TransportHandle::Stdio(s) => s.close().await,
+        }
+    }
+}
+
+/// Builds a handle per configured server. Starts nothing.
+pub fn servers(config: &Config, opts: SessionOptions) -> Session {
+    Session::new(config, opts)
+}
+
+impl Session {
+    pub fn new(config: &Config, opts: SessionOptions) -> Session {
+        Session {
+            servers: config
+                .servers
+                .iter()
+                .map(|spec| {
+                    Arc::new(Server {
+                        spec: spec.clone(),
+                        state: AsyncMutex::new(State::Idle),
+                        adapter_digest: std::sync::OnceLock::new(),
+                    })
+                })
+                .collect(),
+            guard: Arc::new(Guard::new(opts.cache_dir.clone())),
+            cache: ToolCache::new(opts.cache_dir.as_deref()),
+            opts,
+            validators: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn server(&self, name: &str) -> Result<&Arc<Server>, McpError> {
+        self.servers
+            .iter()
+            .find(|s| s.spec.name == name)
+            .ok_or_else(|| McpError::UnknownServer(name.to_owned()))
+    }
+
+    pub fn server_names(&self) -> impl Iterator<Item = &str> {
+        self.servers.iter().map(|s| s.spec.name.as_str())
+    }
+
+    fn adapter_digest(&self, server: &Server) -> Result<String, McpError> {
+        server
+            .adapter_digest
+            .get_or_init(|| server.spec.adapter.digest().map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|reason| McpError::Start {
+                server: server.spec.name.clone(),
+                reason,
+            })
+    }
+
+    /// Every server's state. Reads only small cache files; starts nothing.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let state = match s.state.try_lock().as_deref() {
+                    Ok(State::Running(r)) => ServerState::Running {
+                        tools: r.tools().len(),
+                    },
+                    Ok(State::Failed(reason)) => ServerState::Failed {
+                        reason: reason.clone(),
+                    },
+                    _ => self.stored_state(s),
+                };
+                ServerStatus {
+                    name: s.spec.name.clone(),
+                    kind: s.spec.transport.kind(),
+                    state,
+                }
+            })
+            .collect()
+    }
+
+    fn stored_state(&self, s: &Server) -> ServerState {
+        if let Some(f) = self.cache.read_failure(&s.spec) {
+            return if f.needs_login {
+                ServerState::NeedsLogin
+            } else {
+                ServerState::Failed { reason: f.reason }
+            };
+        }
+        let names = self
+            .adapter_digest(s)
+            .ok()
+            .and_then(|d| self.cache.names(&s.spec, &d));
+        match names {
+            Some((tools, fetched_at)) => ServerState::Cached {
+                tools: tools.len(),
+                fetched_at,
+            },
+            None => ServerState::NeverStarted,
+        }
+    }
+
+    /// The names the prompt carries, from the cache where it has them; servers without
+    /// a cache entry are discovered, concurrently, each under its own deadline.
+    pub async fn tool_names(&self) -> (Vec<ToolName>, Vec<McpError>) {
+        let mut names = Vec::new();
+        let mut missing = Vec::new();
+        for s in &self.servers {
+            if let Some(running) = s.state.try_lock().ok().and_then(|st| match &*st {
+                State::Running(r) => Some(r.clone()),
+                _ => None,
+            }) {
+                names.extend(running.tools().iter().map(tool_name_of));
+                continue;
+            }
+            match self
+                .adapter_digest(s)
+                .ok()
+                .and_then(|d| self.cache.names(&s.spec, &d))
+            {
+                Some((list, _)) => names.extend(list),
+                None => missing.push(s.spec.name.clone()),
+            }
+        }
+        let (found, failures) = self.discover_many(&missing).await;
+        names.extend(found.iter().map(tool_name_of));
+        (dedupe_names(names), failures)
+    }
+
+    /// Every available tool with its accepted schema: cached where possible, the rest
+    /// discovered concurrently.
+    pub async fn catalog(&self) -> Catalog {
+        let names: Vec<String> = self.servers.iter().map(|s| s.spec.name.clone()).collect();
+        let (tools, failures) = self.discover_many(&names).await;
+        let mut seen = HashSet::new();
+        let tools = tools
+            .into_iter()
+            .filter(|t| {
+                let fresh = seen.insert(t.name().to_owned());
+                if !fresh {
+                    tracing::warn!(
+                        server = t.server(),
+                        "tool {} hidden: its name is taken by another server",
+                        t.name()
+                    );
+                }
+                fresh
+            })
+            .collect();
+        Catalog { tools, failures }
+    }
+
+    async fn discover_many(&self, names: &[String]) -> (Vec<SanitizedTool>, Vec<McpError>) {
+        let futures = names.iter().map(|n| self.tools(n));
+        let results = futures_join_all(futures).await;
+        let mut tools = Vec::new();
+        let mut failures = Vec::new();
+        for r in results {
+            match r {
+                Ok(t) => tools.extend(t.iter().cloned()),
+                Err(e) => failures.push(e),
+            }
+        }
+        (tools, failures)
+    }
+
+    /// One server's tools: from the running server, else the cache, else discovery.
+    pub async fn tools(&self, name: &str) -> Result<Arc<Vec<SanitizedTool>>, McpError> {
+        let server = self.server(name)?;
+        {
+            let state = server.state.lock().await;
+            match &*state {
+                State::Running(r) => return Ok(r.tools()),
+                State::Failed(reason) => {
+                    return Err(McpError::Failed {
+                        server: name.to_owned(),
+                        reason: reason.clone(),
+                    });
+                }
+                State::Idle => {}
+            }
+        }
+        let digest = self.adapter_digest(server)?;
+        if let Some(entry) = self.cache.read(&server.spec, &digest) {
+            return Ok(Arc::new(entry.tools));
+        }
+        self.start(server).await.map(|r| r.tools())
+    }
+
+    /// Forgets the server's cache and failure, closes it if running, and discovers again.
+    pub async fn refresh(&self, name: &str) -> Result<Arc<Vec<SanitizedTool>>, McpError> {
+        self.reset(name).await?;
+        let server = self.server(name)?;
+        self.cache.remove(&server.spec);
+        self.start(server).await.map(|r| r.tools())
+    }
+
+    /// A human's reset: the server is no longer failed and starts again when needed.
+    pub async fn reset(&self, name: &str) -> Result<(), McpError> {
+        let server = self.server(name)?;
+        let mut state = server.state.lock().await;
+        if let State::Running(r) = std::mem::replace(&mut *state, State::Idle) {
+            r.transport.lock().await.close().await;
+        }
+        self.cache.clear_failure(&server.spec);
+        Ok(())
+    }
+
+    /// Calls a tool by the name the model sees (or `server/tool`), validating the
+    /// arguments against its accepted schema first and converting the result through
+    /// the guard.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, McpError> {
+        let tool = self.find_tool(name).await?;
+        let arguments = if arguments.is_null() {
+            json!({})
+        } else {
+            arguments
+        };
+        self.validate(&tool, &arguments)?;
+        let server = self.server(tool.server())?;
+        let running = self.start(server).await?;
+        if !running.tools().iter().any(|t| t.tool() == tool.tool()) {
+            return Err(McpError::UnknownTool(name.to_owned()));
+        }
+        let result = running
+            .conn
+            .request(
+                "tools/call",
+                json!({"name": tool.tool(), "arguments": arguments}),
+                server.spec.tool_timeout,
+            )
+            .await?;
+        let adapter = self.adapter(server).await?;
+        let (server_name, tool_name) = (tool.server().to_owned(), tool.tool().to_owned());
+        let text = result.to_string();
+        let out =
+            tokio::task::spawn_blocking(move || adapter.to_result(&server_name, &tool_name, &text))
+                .await
+                .map_err(|e| McpError::Start {
+                    server: tool.server().to_owned(),
+                    reason: format!("the guard task failed: {e}"),
+                })??;
+        Ok(out)
+    }
+
+    async fn find_tool(&self, name: &str) -> Result<SanitizedTool, McpError> {
+        if let Some((server, tool)) = name.split_once('/') {
+            let tools = self.tools(server).await?;
+            return tools
+                .iter()
+                .find(|t| t.tool() == tool)
+                .cloned()
+                .ok_or_else(|| McpError::UnknownTool(name.to_owned()));
+        }
+        let catalog = self.catalog().await;
+        if let Some(t) = catalog.tools.into_iter().find(|t| t.name() == name) {
+            return Ok(t);
+        }
+        match catalog.failures.into_iter().next() {
+            Some(e) if self.servers.len() == 1 => Err(e),
+            _ => Err(McpError::UnknownTool(name.to_owned())),
+        }
+    }
+
+    /// Validates arguments with the tool's compiled schema, compiling it on the tool's
+    /// first call only (compiling costs milliseconds; the catalog is never compiled whole).
+    fn validate(&self, tool: &SanitizedTool, args: &Value) -> Result<(), McpError> {
+        let key = format!("{}\u{0}{}", tool.server(), tool.tool());
+        let cached = self
+            .validators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let validator = match cached {
+            Some(v) => v,
+            None => {
+                let v = Arc::new(crate::guard::compile_schema(tool.input_schema()).map_err(
+                    |reason| McpError::InvalidArguments {
+                        tool: tool.name().to_owned(),
+                        errors: vec![reason],
+                        schema: tool.input_schema().to_string(),
+                    },
+                )?);
+                self.validators
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, v.clone());
+                v
+            }
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(args)
+            .take(MAX_ARGUMENT_ERRORS)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                format!(
+                    "- at {}: {e}",
+                    if at.is_empty() { "(top level)" } else { &at }
+                )
+            })
+            .collect();
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(McpError::InvalidArguments {
+            tool: tool.name().to_owned(),
+            errors,
+            schema: tool.input_schema().to_string(),
+        })
+    }
+
+    async fn adapter(&self, server: &Server) -> Result<Arc<Adapter>, McpError> {
+        let guard = self.guard.clone();
+        let source = server.spec.adapter.clone();
+        tokio::task::spawn_blocking(move || guard.adapter(&source))
+            .await
+            .map_err(|e| McpError::Start {
+                server: server.spec.name.clone(),
+                reason: format!("the guard task failed: {e}"),
+            })?
+            .map_err(McpError::from)
+    }
+
+    /// The running server, starting (discovering) it if needed. A failure marks the
+    /// server failed for the session.
+    async fn start(&self, server: &Server) -> Result<Arc<Running>, McpError> {
+        let name = &server.spec.name;
+        let mut state = server.state.lock().await;
+        match &*state {
+            State::Running(r) => match r.conn.closed_reason() {
+                None => return Ok(r.clone()),
+                Some(reason) => {
+                    let reason = format!("the server stopped: {reason}");
+                    *state = State::Failed(reason.clone());
+                    self.cache.write_failure(
+                        &server.spec,
+                        &Failure {
+                            reason: reason.clone(),
+                            at: now(),
+                            needs_login: false,
+                        },
+                    );
+                    return Err(McpError::Failed {
+                        server: name.clone(),
+                        reason,
+                    });
+                }
+            },
+            State::Failed(reason) => {
+                return Err(McpError::Failed {
+                    server: name.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            State::Idle => {}
+        }
+        match self.discover(server).await {
+            Ok(running) => {
+                self.cache.clear_failure(&server.spec);
+                self.watch_list_changed(server, &running);
+                *state = State::Running(running.clone());
+                Ok(running)
+            }
+            Err(e) => {
+                let reason = strip_server(&e, name);
+                tracing::warn!(server = name, "discovery failed: {reason}");
+                let needs_login = matches!(e, McpError::NeedsLogin { .. });
+                self.cache.write_failure(
+                    &server.spec,
+                    &Failure {
+                        reason: reason.clone(),
+                        at: now(),
+                        needs_login,
+                    },
+                );
+                *state = State::Failed(reason);
+                Err(e)
+            }
+        }
+    }
+
+    /// Connect, `initialize`, check the version, `tools/list` (all pages), guard, cache.
+    async fn discover(&self, server: &Server) -> Result<Arc<Running>, McpError> {
+        let spec = &server.spec;
+        let name = &spec.name;
+        let digest = self.adapter_digest(server)?;
+        let (mut transport, conn) = self.connect(spec)?;
+        let handshake = async {
+            let adapter = self.adapter(server).await?;
+            let (protocol_version, server_info) = self.initialize(spec, &conn).await?;
+            let raw = list_tools(name, &conn, spec.startup_timeout).await?;
+            let (tools, refused) = guard_tools(&adapter, spec, raw).await?;
+            Ok::<_, McpError>((protocol_version, server_info, tools, refused))
+        };
+        let outcome = match tokio::time::timeout(spec.startup_timeout, handshake).await {
+            Ok(r) => r,
+            Err(_) => Err(McpError::Timeout {
+                server: name.clone(),
+                method: "initialize and tools/list".into(),
+                timeout: spec.startup_timeout,
+            }),
+        };
+        let (protocol_version, server_info, tools, refused) = match outcome {
+            Ok(v) => v,
+            Err(e) => {
+                let tail = transport.stderr_tail();
+                transport.close().await;
+                return Err(with_tail(e, &tail));
+            }
+        };
+        let entry = Entry {
+            tools,
+            refused,
+            protocol_version,
+            server_info,
+            fetched_at: now(),
+        };
+        if let Err(e) = self.cache.write(spec, &digest, &entry) {
+            tracing::debug!(server = name, "cannot write the discovery cache: {e}");
+        }
+        Ok(Arc::new(Running {
+            conn,
+            transport: AsyncMutex::new(transport),
+            tools: RwLock::new(Arc::new(entry.tools)),
+        }))
+    }
+
+    fn connect(&self, spec: &ServerSpec) -> Result<(TransportHandle, Connection), McpError> {
+        let ctx = Context {
+            roots: vec![self.opts.cwd.clone()],
+            handler: self.opts.handler.clone(),
+        };
+        match &spec.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let log = self
+                    .opts
+                    .cache_dir
+                    .as_ref()
+                    .map(|d| d.join("logs").join(format!("{}.log", spec.name)));
+                let (stdio, link) = Stdio::spawn(Spawn {
+                    server: &spec.name,
+                    command,
+                    args,
+                    env,
+                    cwd: cwd.as_deref().unwrap_or(&self.opts.cwd),
+                    log,
+                })
+                .map_err(|reason| McpError::Start {
+                    server: spec.name.clone(),
+                    reason,
+                })?;
+                Ok((
+                    TransportHandle::Stdio(stdio),
+                    Connection::start(&spec.name, link, ctx),
+                ))
+            }
+            Transport::Http { .. } | Transport::Sse { .. } => Err(McpError::Start {
+                server: spec.name.clone(),
+                reason: "HTTP transports are not available in this build yet".into(),
+            }),
+        }
+    }
+
+    async fn initialize(
+        &self,
+        spec: &ServerSpec,
+        conn: &Connection,
+    ) -> Result<(String, Value), McpError> {
+        let mut capabilities = json!({"roots": {"listChanged": false}});
+        if self.opts.handler.supports_elicitation() {
+            capabilities["elicitation"] = json!({});
+        }
+        let params = json!({
+            "protocolVersion": PROTOCOL[0],
+            "capabilities": capabilities,
+            "clientInfo": {"name": "edgar", "title": "edgar", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = conn
+            .request("initialize", params, spec.startup_timeout)
+            .await?;
+        let Some(version) = result.get("protocolVersion").and_then(Value::as_str) else {
+            return Err(McpError::Protocol {
+                server: spec.name.clone(),
+                reason: "its initialize result has no protocolVersion".into(),
+            });
+        };
+        if !PROTOCOL.contains(&version) {
+            return Err(McpError::Version {
+                server: spec.name.clone(),
+                version: shown(version),
+            });
+        }
+        let info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
+        conn.notify("notifications/initialized", Value::Null)
+            .await?;
+        Ok((version.to_owned(), info))
+    }
+
+    /// Refreshes a running server's tools whenever it says its list changed.
+    fn watch_list_changed(&self, server: &Server, running: &Arc<Running>) {
+        let notify = running.conn.list_changed();
+        let weak = Arc::downgrade(running);
+        let spec = server.spec.clone();
+        let cache = self.cache.clone();
+        let digest = self.adapter_digest(server).ok();
+        let guard = self.guard.clone();
+        tokio::spawn(async move {
+            loop {
+                notify.notified().await;
+                let Some(running) = weak.upgrade() else {
+                    return;
+                };
+                if running.conn.closed_reason().is_some() {
+                    return;
+                }
+                let source = spec.adapter.clone();
+                let g = guard.clone();
+                let adapter = match tokio::task::spawn_blocking(move || g.adapter(&source)).await {
+                    Ok(Ok(a)) => a,
+                    _ => continue,
+                };
+                let refreshed =
+                    match list_tools(&spec.name, &running.conn, spec.startup_timeout).await {
+                        Ok(raw) => guard_tools(&adapter, &spec, raw).await,
+                        Err(e) => Err(e),
+                    };
+                match refreshed {
+                    Ok((tools, refused)) => {
+                        tracing::info!(
+                            server = spec.name,
+                            tools = tools.len(),
+                            "tool list changed; refreshed"
+                        );
+                        *running.tools.write().unwrap_or_else(|p| p.into_inner()) =
+                            Arc::new(tools.clone());
+                        if let Some(d) = &digest {
+                            cache.remove(&spec);
+                            let entry = Entry {
+                                tools,
+                                refused,
+                                protocol_version: String::new(),
+                                server_info: Value::Null,
+                                fetched_at: now(),
+                            };
+                            let _ = cache.write(&spec, d, &entry);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = spec.name, "refreshing the tool list failed: {e}")
+                    }
+                }
+            }
+        });
+    }
+
+    /// Shuts every started server down and reaps it.
+    pub async fn close(&self) {
+        let closes = self.servers.iter().map(|s| async move {
+            let mut state = s.state.lock().await;
+            if let State::Running(r) = std::mem::replace(&mut *state, State::Idle) {
+                r.transport.lock().await.close().await;
+            }
+        });
+        futures_join_all(closes).await;
+    }
+}
+
+impl Running {
+    fn tools(&self) -> Arc<Vec<SanitizedTool>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn tool_name_of(t: &SanitizedTool) -> ToolName {
+    ToolName {
+        name: t.name().to_owned(),
+        server: t.server().to_owned(),
+        tool: t.tool().to_owned(),
+    }
+}
+
+fn dedupe_names(names: Vec<ToolName>) -> Vec<ToolName> {
+    let mut seen = HashSet::new();
+    names
+        .into_iter()
+        .filter(|n| seen.insert(n.name.clone()))
+        .collect()
+}
+
+/// `tools/list`, following `nextCursor` up to [`MAX_PAGES`]; each tool as JSON text.
+async fn list_tools(
+    server: &str,
+    conn: &Connection,
+    timeout: Duration,
+) -> Result<Vec<String>, McpError> {
+    let protocol = |reason: String| McpError::Protocol {
+        server: server.to_owned(),
+        reason,
+    };
+    let mut raw = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen = HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .as_ref()
+            .map_or(json!({}), |c| json!({ "cursor": c }));
+        let result = conn.request("tools/list", params, timeout).await?;
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+            return Err(protocol("its tools/list result has no tools list".into()));
+        };
+        raw.extend(tools.iter().map(Value::to_string));
+        if raw.len() > MAX_TOOLS_PER_SERVER {
+            return Err(protocol(format!(
+                "it lists more than {MAX_TOOLS_PER_SERVER} tools"
+            )));
+        }
+        match result.get("nextCursor") {
+            Some(Value::String(c)) if !c.is_empty() => {
+                if !seen.insert(c.clone()) {
+                    return Err(protocol(
+                        "its tools/list pagination repeats a cursor".into(),
+                    ));
+                }
+                cursor = Some(c.clone());
+            }
+            _ => return Ok(raw),
+        }
+    }
+    Err(protocol(format!(
+        "its tools/list goes on for more than {MAX_PAGES} pages"
+    )))
+}
+
+/// Runs the tools through the guard (off the async runtime) and applies the config's
+/// tool filters. Refused tools are logged and listed, never fatal.
+async fn guard_tools(
+    adapter: &Arc<Adapter>,
+    spec: &ServerSpec,
+    raw: Vec<String>,
+) -> Result<(Vec<SanitizedTool>, Vec<String>), McpError> {
+    let adapter = adapter.clone();
+    let server = spec.name.clone();
+    let results = tokio::task::spawn_blocking(move || adapter.accept_tools(&server, &raw))
+        .await
+        .map_err(|e| McpError::Start {
+            server: spec.name.clone(),
+            reason: format!("the guard task failed: {e}"),
+        })?;
+    let mut tools = Vec::new();
+    let mut refused = Vec::new();
+    for r in results {
+        match r {
+            Ok(t) if spec.allows(t.tool()) => tools.push(t),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(server = spec.name, "tool refused: {e}");
+                refused.push(e.to_string());
+            }
+        }
+    }
+    Ok((tools, refused))
+}
+
+/// The error's text without the leading "MCP server 'x' ", for storing as a reason.
+fn strip_server(e: &McpError, name: &str) -> String {
+    let text = e.to_string();
+    text.strip_prefix(&format!("MCP server '{name}' "))
+        .map(str::to_owned)
+        .unwrap_or(text)
+}
+
+/// Adds the server's last stderr lines to errors that do not already carry them.
+fn with_tail(e: McpError, tail: &str) -> McpError {
+    match e {
+        McpError::Timeout {
+            server,
+            method,
+            timeout,
+        } if !tail.is_empty() => McpError::Start {
+            reason: format!(
+                "no answer to {method} within {} s{tail}",
+                timeout.as_secs_f64()
+            ),
+            server,
+        },
+        McpError::Version { server, version } if !tail.is_empty() => McpError::Start {
+            reason: format!(
+                "it speaks protocol version {version}; edgar speaks {}{tail}",
+                PROTOCOL.join(", ")
+            ),
+            server,
+        },
+        McpError::Protocol { server, reason } => McpError::Protocol {
+            server,
+            reason: format!("{reason}{tail}"),
+        },
+        other => other,
+    }
+}
+
+/// Awaits all futures concurrently (a tiny `join_all`, to avoid a dependency).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in pinned.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}

@@ -1,0 +1,356 @@
+//! One live connection to a server, whatever carries it: matches responses to requests
+//! by id, enforces each request's deadline (sending `notifications/cancelled` when it
+//! expires), answers the server's own requests, and fails every waiting request with
+//! the transport's reason when the connection ends.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::McpError;
+use super::protocol::{self, Incoming, METHOD_NOT_FOUND, RpcError};
+use crate::text::{shown, shown_message};
+
+/// What a transport hands the connection.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// One decoded JSON message (or batch).
+    Message(Value),
+    /// The transport ended; the reason (with the server's last stderr lines) is final.
+    Closed(String),
+}
+
+/// The two ends a transport provides: messages out, events in.
+pub(crate) struct Link {
+    pub outgoing: mpsc::Sender<Vec<u8>>,
+    pub events: mpsc::Receiver<Event>,
+}
+
+/// Answers requests a server may send to the client. The embedding harness can supply
+/// one; without it, sampling and elicitation are declined with a JSON-RPC error.
+pub trait ClientHandler: Send + Sync + 'static {
+    /// Whether to declare the `elicitation` capability.
+    fn supports_elicitation(&self) -> bool {
+        false
+    }
+    /// Answers `elicitation/create` (the `result` object), or `None` to decline. Runs on
+    /// a blocking thread: it may ask a human.
+    fn elicit(&self, _server: &str, _params: &Value) -> Option<Value> {
+        None
+    }
+    /// Answers `sampling/createMessage`, or `None` to decline.
+    fn sample(&self, _server: &str, _params: &Value) -> Option<Value> {
+        None
+    }
+}
+
+/// The default handler: declines everything optional.
+pub struct NoHandler;
+impl ClientHandler for NoHandler {}
+
+/// What the connection needs to answer a server's requests.
+#[derive(Clone)]
+pub(crate) struct Context {
+    pub roots: Vec<PathBuf>,
+    pub handler: Arc<dyn ClientHandler>,
+}
+
+pub(crate) struct Connection {
+    server: String,
+    outgoing: mpsc::Sender<Vec<u8>>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    closed: Mutex<Option<String>>,
+    next_id: AtomicU64,
+    list_changed: Arc<Notify>,
+}
+
+impl Connection {
+    /// Starts the dispatcher task for `link`.
+    pub(crate) fn start(server: &str, link: Link, ctx: Context) -> Connection {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            closed: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            list_changed: Arc::new(Notify::new()),
+        });
+        tokio::spawn(dispatch(
+            server.to_owned(),
+            link.events,
+            link.outgoing.clone(),
+            shared.clone(),
+            ctx,
+        ));
+        Connection {
+            server: server.to_owned(),
+            outgoing: link.outgoing,
+            shared,
+        }
+    }
+
+    /// Sends a request and waits for its answer, at most `timeout` (including the time
+    /// to hand the message to a server that is slow to read).
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, McpError> {
+        self.check_open()?;
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.shared.pending).insert(id, tx);
+        let exchange = async {
+            self.outgoing
+                .send(protocol::request(id, method, params))
+                .await
+                .map_err(|_| self.closed_error())?;
+            match rx.await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(McpError::Server {
+                    server: self.server.clone(),
+                    method: method.to_owned(),
+                    code: e.code,
+                    message: shown_message(&e.message),
+                }),
+                Err(_) => Err(self.closed_error()),
+            }
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => {
+                lock(&self.shared.pending).remove(&id);
+                let cancel = protocol::notification(
+                    "notifications/cancelled",
+                    json!({"requestId": id, "reason": "edgar: the request timed out"}),
+                );
+                let _ = self.outgoing.try_send(cancel);
+                Err(McpError::Timeout {
+                    server: self.server.clone(),
+                    method: method.to_owned(),
+                    timeout,
+                })
+            }
+        }
+    }
+
+    pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
+        self.check_open()?;
+        self.outgoing
+            .send(protocol::notification(method, params))
+            .await
+            .map_err(|_| self.closed_error())
+    }
+
+    /// Woken each time the server sends `notifications/tools/list_changed`.
+    pub(crate) fn list_changed(&self) -> Arc<Notify> {
+        self.shared.list_changed.clone()
+    }
+
+    /// The reason the connection ended, once it has.
+    pub(crate) fn closed_reason(&self) -> Option<String> {
+        lock(&self.shared.closed).clone()
+    }
+
+    fn check_open(&self) -> Result<(), McpError> {
+        match self.closed_reason() {
+            Some(reason) => Err(McpError::Closed {
+                server: self.server.clone(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn closed_error(&self) -> McpError {
+        McpError::Closed {
+            server: self.server.clone(),
+            reason: self
+                .closed_reason()
+                .unwrap_or_else(|| "the connection ended".into()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn dispatch(
+    server: String,
+    mut events: mpsc::Receiver<Event>,
+    outgoing: mpsc::Sender<Vec<u8>>,
+    shared: Arc<Shared>,
+    ctx: Context,
+) {
+    let mut ignored = 0u64;
+    let reason = loop {
+        let Some(event) = events.recv().await else {
+            break "the transport ended".to_owned();
+        };
+        let message = match event {
+            Event::Closed(reason) => break reason,
+            Event::Message(m) => m,
+        };
+        let messages = match protocol::classify(message) {
+            Ok(m) => m,
+            Err(what) => {
+                ignored += 1;
+                tracing::debug!(server, "ignoring {what}");
+                continue;
+            }
+        };
+        for m in messages {
+            match m {
+                Incoming::Response {
+                    id: Some(id),
+                    outcome,
+                } => match lock(&shared.pending).remove(&id) {
+                    Some(waiter) => {
+                        let _ = waiter.send(outcome);
+                    }
+                    None => {
+                        tracing::debug!(server, id, "ignoring a response to no pending request")
+                    }
+                },
+                Incoming::Response { id: None, .. } => {
+                    tracing::debug!(server, "ignoring a response with an id edgar never sent");
+                }
+                Incoming::Request { id, method, params } => {
+                    answer(&server, id, &method, params, &outgoing, &ctx).await;
+                }
+                Incoming::Notification { method, params } => {
+                    notification(&server, &method, &params, &shared)
+                }
+            }
+        }
+    };
+    if ignored > 0 {
+        tracing::debug!(
+            server,
+            ignored,
+            "messages ignored over the connection's life"
+        );
+    }
+    *lock(&shared.closed) = Some(reason);
+    // Dropping the waiters wakes every pending request with the closed reason.
+    lock(&shared.pending).clear();
+}
+
+fn notification(server: &str, method: &str, params: &Value, shared: &Shared) {
+    match method {
+        "notifications/tools/list_changed" => shared.list_changed.notify_one(),
+        "notifications/message" => {
+            let level = params
+                .get("level")
+                .and_then(Value::as_str)
+                .unwrap_or("info");
+            let data = params
+                .get("data")
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            tracing::info!(server, level, "server log: {}", shown(&data));
+        }
+        "notifications/progress" => {
+            tracing::debug!(server, "progress: {}", shown(&params.to_string()))
+        }
+        other => tracing::debug!(server, "notification {}", shown(other)),
+    }
+}
+
+/// Answers one request from the server.
+async fn answer(
+    server: &str,
+    id: Value,
+    method: &str,
+    params: Value,
+    outgoing: &mpsc::Sender<Vec<u8>>,
+    ctx: &Context,
+) {
+    let reply = match method {
+        "ping" => protocol::response(&id, json!({})),
+        "roots/list" => {
+            let roots: Vec<Value> = ctx
+                .roots
+                .iter()
+                .map(|r| {
+                    let name = r
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    json!({"uri": file_uri(r), "name": name})
+                })
+                .collect();
+            protocol::response(&id, json!({ "roots": roots }))
+        }
+        "elicitation/create" | "sampling/createMessage" => {
+            // The handler may wait for a human, so it runs elsewhere and answers later.
+            let handler = ctx.handler.clone();
+            let (server, method, outgoing) =
+                (server.to_owned(), method.to_owned(), outgoing.clone());
+            tokio::spawn(async move {
+                let m = method.clone();
+                let s = server.clone();
+                let answer = tokio::task::spawn_blocking(move || match m.as_str() {
+                    "elicitation/create" if handler.supports_elicitation() => {
+                        handler.elicit(&s, &params)
+                    }
+                    "sampling/createMessage" => handler.sample(&s, &params),
+                    _ => None,
+                })
+                .await
+                .ok()
+                .flatten();
+                let reply = match answer {
+                    Some(result) => protocol::response(&id, result),
+                    None => protocol::error_response(
+                        &id,
+                        METHOD_NOT_FOUND,
+                        &format!("edgar does not support {method}"),
+                    ),
+                };
+                let _ = outgoing.send(reply).await;
+            });
+            return;
+        }
+        other => {
+            tracing::debug!(server, "declining request {}", shown(other));
+            protocol::error_response(&id, METHOD_NOT_FOUND, "method not supported by edgar")
+        }
+    };
+    let _ = outgoing.send(reply).await;
+}
+
+/// A `file://` URI for an absolute path, percent-encoding what a URI cannot hold.
+pub(crate) fn file_uri(path: &std::path::Path) -> String {
+    let mut out = String::from("file://");
+    for b in path.to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_are_encoded() {
+        assert_eq!(
+            file_uri(std::path::Path::new("/home/a b/c#d")),
+            "file:///home/a%20b/c%23d"
+        );
+    }
+}

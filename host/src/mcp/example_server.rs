@@ -1,0 +1,376 @@
+//! The embedded default MCP server (`edgar mcp example-server`): read-only tools over
+//! the directory it runs in (list, read, search text) plus a clock, over stdio. It is
+//! the configured server when no config file exists, so a fresh install has something
+//! real to discover and call.
+//!
+//! It is deliberately small and synchronous: one request at a time, std I/O only.
+
+use std::io::{BufRead, Write};
+use std::path::{Component, Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::protocol::{self, Incoming, METHOD_NOT_FOUND, PROTOCOL};
+
+/// Largest file `read_file` returns in one call.
+const MAX_READ_BYTES: usize = 256 << 10;
+/// Most entries `list_directory` returns.
+const MAX_ENTRIES: usize = 1000;
+/// Most files `search_text` opens, and most matches it returns by default.
+const MAX_SEARCH_FILES: usize = 5000;
+const DEFAULT_MATCHES: usize = 50;
+/// Directories `search_text` and recursive listing skip.
+const SKIP_DIRS: &[&str] = &[".git", "target", "node_modules", ".venv", "__pycache__"];
+
+/// Serves MCP on stdin/stdout until stdin closes.
+pub fn serve(root: &Path) -> std::io::Result<()> {
+    let root = root.canonicalize()?;
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    let mut line = String::new();
+    let mut input = stdin.lock();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Ok(messages) = protocol::classify(message) else {
+            continue;
+        };
+        for m in messages {
+            if let Incoming::Request { id, method, params } = m {
+                let reply = match handle(&root, &method, &params) {
+                    Ok(result) => protocol::response(&id, result),
+                    Err((code, msg)) => protocol::error_response(&id, code, &msg),
+                };
+                stdout.write_all(&reply)?;
+                stdout.write_all(b"\n")?;
+                stdout.flush()?;
+            }
+        }
+    }
+}
+
+type Reply = Result<Value, (i64, String)>;
+
+fn handle(root: &Path, method: &str, params: &Value) -> Reply {
+    match method {
+        "initialize" => {
+            let asked = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let version = if PROTOCOL.contains(&asked) {
+                asked
+            } else {
+                PROTOCOL[0]
+            };
+            Ok(json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "edgar-workspace", "version": env!("CARGO_PKG_VERSION")},
+                "instructions": "Read-only access to the files under the working directory, and the current time."
+            }))
+        }
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({ "tools": tools() })),
+        "tools/call" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            let args = params.get("arguments").cloned().unwrap_or(json!({}));
+            Ok(match call(root, name, &args) {
+                Ok(text) => json!({"content": [{"type": "text", "text": text}], "isError": false}),
+                Err(e) => json!({"content": [{"type": "text", "text": e}], "isError": true}),
+            })
+        }
+        other => Err((METHOD_NOT_FOUND, format!("unknown method {other}"))),
+    }
+}
+
+fn tools() -> Value {
+    let read_only = json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false});
+    json!([
+        {
+            "name": "list_directory",
+            "title": "List a directory",
+            "description": "List the files and subdirectories of a directory inside the workspace. Directories end with '/'.",
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "Directory relative to the workspace root; default '.'"},
+                "recursive": {"type": "boolean", "description": "Also list subdirectories (skips .git, target, node_modules)"}
+            }},
+            "annotations": read_only
+        },
+        {
+            "name": "read_file",
+            "title": "Read a text file",
+            "description": "Read a UTF-8 text file inside the workspace, optionally a range of lines.",
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "File relative to the workspace root"},
+                "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
+                "max_lines": {"type": "integer", "minimum": 1, "description": "Most lines to return"}
+            }, "required": ["path"]},
+            "annotations": read_only
+        },
+        {
+            "name": "search_text",
+            "title": "Search file contents",
+            "description": "Find lines containing a piece of text (case-insensitive) in the files under a directory; returns path:line: text.",
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "Text to look for"},
+                "path": {"type": "string", "description": "Directory to search; default the workspace root"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 1000}
+            }, "required": ["query"]},
+            "annotations": read_only
+        },
+        {
+            "name": "current_time",
+            "title": "Current time",
+            "description": "The current date and time in UTC (RFC 3339) and as a Unix timestamp.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": read_only
+        }
+    ])
+}
+
+fn call(root: &Path, name: &str, args: &Value) -> Result<String, String> {
+    let path_arg = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or(".");
+    match name {
+        "list_directory" => {
+            let dir = resolve(root, path_arg("path"))?;
+            let recursive = args
+                .get("recursive")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let mut out = Vec::new();
+            list(root, &dir, recursive, &mut out)?;
+            let more = out.len() > MAX_ENTRIES;
+            out.truncate(MAX_ENTRIES);
+            let mut text = out.join("\n");
+            if more {
+                text.push_str(&format!(
+                    "\n[only the first {MAX_ENTRIES} entries are shown]"
+                ));
+            }
+            Ok(if text.is_empty() {
+                "(empty directory)".into()
+            } else {
+                text
+            })
+        }
+        "read_file" => {
+            let file = resolve(
+                root,
+                args.get("path")
+                    .and_then(Value::as_str)
+                    .ok_or("path is required")?,
+            )?;
+            let bytes = std::fs::read(&file)
+                .map_err(|e| format!("cannot read {}: {e}", rel(root, &file)))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| format!("{} is not UTF-8 text", rel(root, &file)))?;
+            let start = args
+                .get("start_line")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .max(1) as usize;
+            let max = args
+                .get("max_lines")
+                .and_then(Value::as_u64)
+                .map_or(usize::MAX, |n| n as usize);
+            let mut out = String::new();
+            for line in text.lines().skip(start - 1).take(max) {
+                if out.len() + line.len() > MAX_READ_BYTES {
+                    out.push_str(&format!(
+                        "[stopped at {MAX_READ_BYTES} bytes; ask for later lines with start_line]\n"
+                    ));
+                    break;
+                }
+                out.push_str(line);
+                out.push('\n');
+            }
+            Ok(out)
+        }
+        "search_text" => {
+            let query = args
+                .get("query")
+                .and_then(Value::as_str)
+                .filter(|q| !q.is_empty())
+                .ok_or("query is required")?;
+            let dir = resolve(root, path_arg("path"))?;
+            let limit = args
+                .get("max_results")
+                .and_then(Value::as_u64)
+                .map_or(DEFAULT_MATCHES, |n| n as usize);
+            let mut hits = Vec::new();
+            let mut files = 0;
+            search(
+                root,
+                &dir,
+                &query.to_lowercase(),
+                limit,
+                &mut hits,
+                &mut files,
+            );
+            Ok(if hits.is_empty() {
+                format!("no lines contain {query:?}")
+            } else {
+                hits.join("\n")
+            })
+        }
+        "current_time" => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_err(|e| e.to_string())?;
+            Ok(format!(
+                "{} (unix {})",
+                rfc3339(now.as_secs()),
+                now.as_secs()
+            ))
+        }
+        other => Err(format!("unknown tool {other}")),
+    }
+}
+
+/// `path` inside `root`, refusing anything that escapes it (`..`, absolute paths,
+/// symlinks pointing out).
+fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
+    let p = Path::new(path);
+    if p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(format!("{path:?} is outside the workspace"));
+    }
+    let full = root
+        .join(p)
+        .canonicalize()
+        .map_err(|e| format!("{path}: {e}"))?;
+    if !full.starts_with(root) {
+        return Err(format!("{path:?} is outside the workspace"));
+    }
+    Ok(full)
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+fn list(root: &Path, dir: &Path, recursive: bool, out: &mut Vec<String>) -> Result<(), String> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", rel(root, dir)))?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if out.len() > MAX_ENTRIES {
+            return Ok(());
+        }
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let path = e.path();
+        out.push(format!(
+            "{}{}",
+            rel(root, &path),
+            if is_dir { "/" } else { "" }
+        ));
+        if recursive && is_dir && !SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()) {
+            list(root, &path, true, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn search(
+    root: &Path,
+    dir: &Path,
+    query: &str,
+    limit: usize,
+    hits: &mut Vec<String>,
+    files: &mut usize,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if hits.len() >= limit || *files >= MAX_SEARCH_FILES {
+            return;
+        }
+        let Ok(ft) = e.file_type() else { continue };
+        let path = e.path();
+        if ft.is_dir() {
+            if !SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()) {
+                search(root, &path, query, limit, hits, files);
+            }
+        } else if ft.is_file() {
+            *files += 1;
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            for (i, line) in text.lines().enumerate() {
+                if line.to_lowercase().contains(query) {
+                    let line: String = line.chars().take(200).collect();
+                    hits.push(format!("{}:{}: {}", rel(root, &path), i + 1, line.trim()));
+                    if hits.len() >= limit {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the civil-from-days algorithm).
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_796_218_861), "2026-12-02T13:41:01Z");
+    }
+
+    #[test]
+    fn paths_stay_inside_the_workspace() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = d.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("a.txt"), "hello\nworld\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(resolve(&root, "a.txt").is_ok());
+        assert!(resolve(&root, "../etc/passwd").is_err());
+        assert!(resolve(&root, "/etc/passwd").is_err());
+        std::os::unix::fs::symlink("/etc", root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(resolve(&root, "out/passwd").is_err());
+        let text = call(&root, "search_text", &json!({"query": "WORLD"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, "a.txt:2: world");
+        let text = call(
+            &root,
+            "read_file",
+            &json!({"path": "a.txt", "start_line": 2}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, "world\n");
+    }
+}

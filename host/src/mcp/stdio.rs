@@ -1,0 +1,369 @@
+//! The stdio transport: a child process in its own process group, newline-delimited
+//! JSON on stdin/stdout with a cap on every line, and stderr drained on its own task
+//! into a bounded ring (its tail goes into error messages) and a per-server log file.
+//!
+//! A chatty or stuck server can never fill a pipe and freeze the host: stdout is read
+//! into a bounded channel (back-pressure reaches the server, not our memory), stderr is
+//! always drained, and `close` escalates from closing stdin to SIGTERM and SIGKILL of
+//! the whole group.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio as Pipe;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::{mpsc, oneshot};
+
+use super::connection::{Event, Link};
+use crate::text::shown;
+
+/// Longest line (one JSON-RPC message) read from a server; longer fails the server.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Lines of stderr kept for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+/// Bytes of stderr kept for error messages.
+const STDERR_TAIL_BYTES: usize = 4 << 10;
+/// Most stderr written to a server's log file per session.
+const MAX_LOG_BYTES: u64 = 4 << 20;
+/// How long a server gets to exit after its stdin closes, and again after SIGTERM.
+const GRACE: Duration = Duration::from_millis(1000);
+/// Messages buffered in each direction before back-pressure applies.
+const CHANNEL_DEPTH: usize = 64;
+
+/// A running stdio server.
+pub(crate) struct Stdio {
+    child: Arc<tokio::sync::Mutex<Child>>,
+    pgid: Option<rustix::process::Pid>,
+    stderr: Arc<StderrTail>,
+    close_stdin: Option<oneshot::Sender<()>>,
+    closed: bool,
+}
+
+/// The last lines a server wrote to stderr.
+#[derive(Default)]
+pub(crate) struct StderrTail(Mutex<VecDeque<String>>);
+
+impl StderrTail {
+    fn push_line(&self, line: &str) {
+        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let line: String = line.chars().take(STDERR_TAIL_BYTES / 4).collect();
+        q.push_back(line);
+        while q.len() > STDERR_TAIL_LINES
+            || q.iter().map(String::len).sum::<usize>() > STDERR_TAIL_BYTES
+        {
+            q.pop_front();
+        }
+    }
+
+    /// The tail for an error message: `"; stderr: ..."` or empty.
+    pub(crate) fn suffix(&self) -> String {
+        let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let lines: Vec<String> = q
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| shown(l.trim_end()))
+            .collect();
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!("; last stderr: {}", lines.join(" / "))
+        }
+    }
+}
+
+/// What to spawn.
+pub(crate) struct Spawn<'a> {
+    pub server: &'a str,
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub env: &'a BTreeMap<String, String>,
+    pub cwd: &'a Path,
+    /// Where this session's stderr goes, if anywhere.
+    pub log: Option<PathBuf>,
+}
+
+impl Stdio {
+    /// Spawns the server and returns it with the link for its connection.
+    pub(crate) fn spawn(s: Spawn<'_>) -> Result<(Stdio, Link), String> {
+        let mut cmd = Command::new(s.command);
+        cmd.args(s.args)
+            .envs(s.env)
+            .current_dir(s.cwd)
+            .stdin(Pipe::piped())
+            .stdout(Pipe::piped())
+            .stderr(Pipe::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", shown(s.command)))?;
+        let pgid = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the child's pipes are missing".into());
+        };
+        let child = Arc::new(tokio::sync::Mutex::new(child));
+        let tail = Arc::new(StderrTail::default());
+
+        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+        let (close_tx, close_rx) = oneshot::channel();
+        tokio::spawn(write_loop(stdin, out_rx, close_rx));
+        let stderr_done = tokio::spawn(drain_stderr(
+            stderr,
+            tail.clone(),
+            s.log,
+            s.server.to_owned(),
+        ));
+        tokio::spawn(read_loop(
+            stdout,
+            ev_tx,
+            child.clone(),
+            tail.clone(),
+            stderr_done,
+        ));
+        let stdio = Stdio {
+            child,
+            pgid,
+            stderr: tail,
+            close_stdin: Some(close_tx),
+            closed: false,
+        };
+        Ok((
+            stdio,
+            Link {
+                outgoing: out_tx,
+                events: ev_rx,
+            },
+        ))
+    }
+
+    pub(crate) fn stderr_tail(&self) -> String {
+        self.stderr.suffix()
+    }
+
+    /// Shuts the server down: close stdin and wait, then SIGTERM the process group and
+    /// wait, then SIGKILL it; the child is always reaped, and grandchildren in its group
+    /// are signalled even when the child itself already exited.
+    pub(crate) async fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if let Some(tx) = self.close_stdin.take() {
+            let _ = tx.send(());
+        }
+        let mut child = self.child.lock().await;
+        let exited = tokio::time::timeout(GRACE, child.wait()).await.is_ok();
+        self.signal(rustix::process::Signal::TERM);
+        if !exited {
+            let _ = tokio::time::timeout(GRACE, child.wait()).await;
+        }
+        self.signal(rustix::process::Signal::KILL);
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (the group is already empty) is the expected, good case.
+            let _ = rustix::process::kill_process_group(pgid, sig);
+        }
+    }
+}
+
+impl Drop for Stdio {
+    /// A server that was never closed (a panic, a dropped session) still takes its whole
+    /// process group with it; `kill_on_drop` alone reaches only the direct child.
+    fn drop(&mut self) {
+        if !self.closed {
+            self.signal(rustix::process::Signal::KILL);
+        }
+    }
+}
+
+async fn write_loop(
+    mut stdin: tokio::process::ChildStdin,
+    mut messages: mpsc::Receiver<Vec<u8>>,
+    mut close: oneshot::Receiver<()>,
+) {
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = &mut close => break,
+            msg = messages.recv() => match msg {
+                Some(m) => m,
+                None => break,
+            },
+        };
+        let write = async {
+            stdin.write_all(&msg).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await
+        };
+        let done = tokio::select! {
+            biased;
+            _ = &mut close => break,
+            r = write => r,
+        };
+        if done.is_err() {
+            break;
+        }
+    }
+    // Dropping stdin here is what tells the server to exit.
+}
+
+enum Line {
+    Complete,
+    Eof,
+    TooLong,
+}
+
+/// Reads one line into `buf` (without the newline), never holding more than `max` bytes.
+async fn read_line_capped(
+    r: &mut BufReader<ChildStdout>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    loop {
+        let available = r.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if buf.is_empty() {
+                Line::Eof
+            } else {
+                Line::Complete
+            });
+        }
+        let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if buf.len() + chunk.len() > max {
+            return Ok(Line::TooLong);
+        }
+        buf.extend_from_slice(chunk);
+        let used = found.unwrap_or(chunk.len());
+        r.consume(used);
+        if found.is_some() {
+            return Ok(Line::Complete);
+        }
+    }
+}
+
+async fn read_loop(
+    stdout: ChildStdout,
+    events: mpsc::Sender<Event>,
+    child: Arc<tokio::sync::Mutex<Child>>,
+    tail: Arc<StderrTail>,
+    stderr_done: tokio::task::JoinHandle<()>,
+) {
+    let mut reader = BufReader::with_capacity(64 << 10, stdout);
+    let mut buf = Vec::with_capacity(8 << 10);
+    let mut garbage = 0u64;
+    let reason = loop {
+        match read_line_capped(&mut reader, &mut buf, MAX_MESSAGE_BYTES).await {
+            Err(e) => break format!("reading its stdout failed: {e}"),
+            Ok(Line::TooLong) => {
+                break format!("it sent a message over the {MAX_MESSAGE_BYTES}-byte limit");
+            }
+            Ok(Line::Eof) => {
+                // Give the exit status and the last stderr lines a moment to arrive.
+                let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+                let status = match tokio::time::timeout(Duration::from_millis(500), async {
+                    child.lock().await.wait().await
+                })
+                .await
+                {
+                    Ok(Ok(status)) => format!("it exited ({status})"),
+                    _ => "it closed its stdout".to_owned(),
+                };
+                break status;
+            }
+            Ok(Line::Complete) => {
+                let line = buf.strip_suffix(b"\r").unwrap_or(&buf);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match serde_json::from_slice(line) {
+                    Ok(v) => {
+                        if events.send(Event::Message(v)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        garbage += 1;
+                        if garbage <= 3 {
+                            tracing::debug!(
+                                "ignoring a non-JSON line on stdout: {}",
+                                shown(&String::from_utf8_lossy(line))
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let _ = events
+        .send(Event::Closed(format!("{reason}{}", tail.suffix())))
+        .await;
+}
+
+async fn drain_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    tail: Arc<StderrTail>,
+    log: Option<PathBuf>,
+    server: String,
+) {
+    let mut file = log.and_then(|p| open_log(&p));
+    let mut written: u64 = 0;
+    let mut buf = vec![0u8; 8 << 10];
+    let mut partial = String::new();
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        if let Some(f) = file.as_mut()
+            && written < MAX_LOG_BYTES
+        {
+            let take = chunk.len().min((MAX_LOG_BYTES - written) as usize);
+            let _ = f.write_all(&chunk[..take]);
+            written += take as u64;
+            if written >= MAX_LOG_BYTES {
+                let _ = writeln!(
+                    f,
+                    "\n[edgar: log cut at {MAX_LOG_BYTES} bytes; stderr is still drained]"
+                );
+            }
+        }
+        partial.push_str(&String::from_utf8_lossy(chunk));
+        while let Some(i) = partial.find('\n') {
+            tail.push_line(&partial[..i]);
+            partial.drain(..=i);
+        }
+        if partial.len() > STDERR_TAIL_BYTES {
+            tail.push_line(&partial);
+            partial.clear();
+        }
+    }
+    if !partial.is_empty() {
+        tail.push_line(&partial);
+    }
+    tracing::debug!(server, "stderr closed");
+}
+
+fn open_log(path: &Path) -> Option<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        let _ = crate::paths::create_private_dir(dir);
+    }
+    std::fs::File::create(path).ok()
+}

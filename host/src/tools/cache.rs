@@ -1,0 +1,267 @@
+//! The discovery cache: each server's guarded `tools/list`, on disk under
+//! `<cache>/tools/`, keyed by the server's name, the digest of its transport identity
+//! and the digest of its schema adapter. A changed command, URL or adapter misses;
+//! nothing else does. Writes are atomic; a corrupt entry is ignored and rebuilt.
+//!
+//! Each entry has a small companion file with just the names, so listing the tools of
+//! many servers for the prompt reads kilobytes, not every schema.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::ServerSpec;
+use crate::guard::{CachedTool, SanitizedTool};
+
+/// Bumped when the entry format changes; older entries are then misses.
+const FORMAT: u32 = 1;
+/// Largest cache file read back.
+const MAX_ENTRY_BYTES: u64 = 64 << 20;
+
+/// A server's discovered tools, as stored.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub tools: Vec<SanitizedTool>,
+    /// Tools the guard refused, one line each.
+    pub refused: Vec<String>,
+    pub protocol_version: String,
+    pub server_info: Value,
+    pub fetched_at: u64,
+}
+
+/// A tool's names, for the prompt: what the model calls and the server's own name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolName {
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+}
+
+#[derive(Serialize)]
+struct EntryOut<'a> {
+    format: u32,
+    server: &'a str,
+    protocol_version: &'a str,
+    server_info: &'a Value,
+    fetched_at: u64,
+    refused: &'a [String],
+    tools: &'a [SanitizedTool],
+}
+
+#[derive(Deserialize)]
+struct EntryIn {
+    format: u32,
+    protocol_version: String,
+    #[serde(default)]
+    server_info: Value,
+    fetched_at: u64,
+    #[serde(default)]
+    refused: Vec<String>,
+    tools: Vec<CachedTool>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Names {
+    format: u32,
+    fetched_at: u64,
+    tools: Vec<ToolName>,
+}
+
+/// The last discovery failure of a server, kept so `edgar mcp list` can show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Failure {
+    pub reason: String,
+    pub at: u64,
+    /// The server answered 401: it needs `edgar mcp login`.
+    #[serde(default)]
+    pub needs_login: bool,
+}
+
+/// The cache directory for one session; `None` disables caching.
+#[derive(Debug, Clone)]
+pub struct ToolCache {
+    dir: Option<PathBuf>,
+}
+
+impl ToolCache {
+    pub fn new(cache_dir: Option<&Path>) -> ToolCache {
+        ToolCache {
+            dir: cache_dir.map(|d| d.join("tools")),
+        }
+    }
+
+    fn key(spec: &ServerSpec, adapter: &str) -> String {
+        let d = spec.digest();
+        format!(
+            "{}-{}-{}",
+            spec.name,
+            &d[..16],
+            &adapter[..adapter.len().min(16)]
+        )
+    }
+
+    fn path(&self, spec: &ServerSpec, adapter: &str, suffix: &str) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{}{suffix}", Self::key(spec, adapter))))
+    }
+
+    /// The full entry, re-admitted through the guard's cheap checks.
+    pub fn read(&self, spec: &ServerSpec, adapter: &str) -> Option<Entry> {
+        let path = self.path(spec, adapter, ".json")?;
+        let entry: EntryIn = read_json(&path)?;
+        if entry.format != FORMAT {
+            return None;
+        }
+        let tools: Result<Vec<SanitizedTool>, String> = entry
+            .tools
+            .into_iter()
+            .filter(|t| t.server == spec.name)
+            .map(SanitizedTool::from_cache)
+            .collect();
+        match tools {
+            Ok(tools) => Some(Entry {
+                tools,
+                refused: entry.refused,
+                protocol_version: entry.protocol_version,
+                server_info: entry.server_info,
+                fetched_at: entry.fetched_at,
+            }),
+            Err(e) => {
+                tracing::warn!(
+                    server = spec.name,
+                    "ignoring a cache entry that fails the guard's checks: {e}"
+                );
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Just the names (and when they were fetched), from the small companion file.
+    pub fn names(&self, spec: &ServerSpec, adapter: &str) -> Option<(Vec<ToolName>, u64)> {
+        let names: Names = read_json(&self.path(spec, adapter, ".names.json")?)?;
+        (names.format == FORMAT).then_some((names.tools, names.fetched_at))
+    }
+
+    /// Stores an entry (and its names), replacing entries of older configs of the server.
+    pub fn write(&self, spec: &ServerSpec, adapter: &str, entry: &Entry) -> std::io::Result<()> {
+        let (Some(full), Some(names), Some(dir)) = (
+            self.path(spec, adapter, ".json"),
+            self.path(spec, adapter, ".names.json"),
+            self.dir.as_ref(),
+        ) else {
+            return Ok(());
+        };
+        self.remove_stale(dir, spec, adapter);
+        let out = EntryOut {
+            format: FORMAT,
+            server: &spec.name,
+            protocol_version: &entry.protocol_version,
+            server_info: &entry.server_info,
+            fetched_at: entry.fetched_at,
+            refused: &entry.refused,
+            tools: &entry.tools,
+        };
+        crate::paths::write_atomic(
+            &full,
+            &serde_json::to_vec(&out).map_err(std::io::Error::other)?,
+        )?;
+        let list = Names {
+            format: FORMAT,
+            fetched_at: entry.fetched_at,
+            tools: entry
+                .tools
+                .iter()
+                .map(|t| ToolName {
+                    name: t.name().into(),
+                    server: t.server().into(),
+                    tool: t.tool().into(),
+                })
+                .collect(),
+        };
+        crate::paths::write_atomic(
+            &names,
+            &serde_json::to_vec(&list).map_err(std::io::Error::other)?,
+        )
+    }
+
+    /// Forgets a server's cached tools (all configs of it).
+    pub fn remove(&self, spec: &ServerSpec) {
+        if let Some(dir) = &self.dir {
+            self.remove_stale(dir, spec, "");
+        }
+    }
+
+    fn remove_stale(&self, dir: &Path, spec: &ServerSpec, keep_adapter: &str) {
+        let keep = (!keep_adapter.is_empty()).then(|| Self::key(spec, keep_adapter));
+        let prefix = format!("{}-", spec.name);
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            // `<name>-<16 hex>-...`: a longer server name sharing our prefix does not match.
+            let is_ours = rest.len() > 17
+                && rest.as_bytes()[16] == b'-'
+                && rest[..16].bytes().all(|c| c.is_ascii_hexdigit());
+            if is_ours && keep.as_ref().is_none_or(|k| !name.starts_with(k.as_str())) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    fn failure_path(&self, spec: &ServerSpec) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| {
+            d.join("failed")
+                .join(format!("{}-{}.json", spec.name, &spec.digest()[..16]))
+        })
+    }
+
+    pub fn read_failure(&self, spec: &ServerSpec) -> Option<Failure> {
+        read_json(&self.failure_path(spec)?)
+    }
+
+    pub fn write_failure(&self, spec: &ServerSpec, failure: &Failure) {
+        if let Some(p) = self.failure_path(spec)
+            && let Ok(bytes) = serde_json::to_vec(failure)
+        {
+            let _ = crate::paths::write_atomic(&p, &bytes);
+        }
+    }
+
+    pub fn clear_failure(&self, spec: &ServerSpec) {
+        if let Some(p) = self.failure_path(spec) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > MAX_ENTRY_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::debug!(path = %path.display(), "ignoring a corrupt cache file: {e}");
+            let _ = std::fs::remove_file(path);
+            None
+        }
+    }
+}
