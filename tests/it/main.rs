@@ -1,4 +1,8 @@
-//! One integration-test binary: the guard through real components, and the `edgar` CLI.
+//! One integration-test binary: the guard through real components, the MCP session
+//! against fake and real servers, and the `edgar` CLI.
 
 mod guard;
 mod guard_cli;
+mod mcp_cli;
+mod mcp_real;
+mod mcp_stdio;

@@ -101,3 +101,50 @@ pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {
     }
     Run::from(child.wait_with_output().unwrap_or_else(|e| panic!("{e}")))
 }
+
+/// Processes (not zombies) whose environment holds `EDGAR_TEST_TAG=<tag>`: a server and
+/// every descendant it started, since children inherit the environment.
+pub fn procs_with_tag(tag: &str) -> Vec<u32> {
+    let needle = format!("EDGAR_TEST_TAG={tag}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) && !is_zombie(*pid)
+        })
+        .collect()
+}
+
+/// Whether `pid` is gone or a zombie (dead, waiting to be reaped by someone).
+pub fn is_dead(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// Where `.ci/test` installs the real MCP servers the tests start.
+pub fn test_deps() -> PathBuf {
+    match std::env::var_os("EDGAR_TEST_DEPS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-deps"),
+    }
+}
+
+/// A real server's executable from the installed test dependencies; panics with what to
+/// install when it is missing (tests never skip silently).
+pub fn installed(rel: &str) -> PathBuf {
+    let p = test_deps().join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run .ci/test (the README's test command), which installs the real MCP servers the tests use",
+        p.display()
+    );
+    p
+}

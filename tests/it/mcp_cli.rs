@@ -1,0 +1,255 @@
+//! `edgar mcp ...` as a user runs it: config editing, listing, laziness, calls, exit codes.
+
+use std::path::Path;
+
+use edgar_tests::run;
+use serde_json::json;
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+fn home() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn write_config(home: &Path, servers: serde_json::Value) {
+    std::fs::write(
+        home.join(".mcp.json"),
+        json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn markers(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+/// 30 servers that leave a marker file when started: listing and warm-cache tool names
+/// start none of them.
+#[test]
+fn listing_starts_nothing() {
+    let h = home();
+    let marks = h.path().join("markers");
+    std::fs::create_dir(&marks).unwrap_or_else(|e| panic!("{e}"));
+    let servers: serde_json::Map<String, serde_json::Value> = (0..30)
+        .map(|i| {
+            let marker = marks.join(format!("s{i}")).display().to_string();
+            (
+                format!("s{i}"),
+                json!({"command": FAKE, "args": ["good"], "env": {"FAKE_MARKER": marker}}),
+            )
+        })
+        .collect();
+    write_config(h.path(), json!(servers));
+
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 30);
+    assert!(
+        r.stdout.lines().all(|l| l.ends_with("never started")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(markers(&marks), 0);
+
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 150);
+    assert_eq!(markers(&marks), 30, "a cold cache discovers every server");
+
+    for e in std::fs::read_dir(&marks).into_iter().flatten().flatten() {
+        std::fs::remove_file(e.path()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "--json"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v = r.json();
+    assert_eq!(v.as_array().map(Vec::len), Some(150));
+    assert_eq!(
+        v[0],
+        json!({"name": "s0__echo", "server": "s0", "tool": "echo"})
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert!(
+        r.stdout.lines().all(|l| l.ends_with("cached: 5 tools")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(markers(&marks), 0, "warm listing started a server");
+}
+
+#[test]
+fn the_embedded_default_works_with_no_config() {
+    let h = home();
+    std::fs::write(h.path().join("hello.txt"), "needle in a haystack\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("workspace__search_text"), "{}", r.stdout);
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "mcp",
+            "call",
+            "workspace__search_text",
+            r#"{"query":"NEEDLE"}"#,
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "hello.txt:1: needle in a haystack");
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "mcp",
+            "call",
+            "workspace__read_file",
+            r#"{"path":"../../etc/passwd"}"#,
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(3), "a tool error exits 3: {}", r.stderr);
+    assert!(r.stdout.contains("outside the workspace"), "{}", r.stdout);
+}
+
+#[test]
+fn add_get_remove_round_trip_and_mask_secrets() {
+    let h = home();
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "mcp",
+            "add",
+            "demo",
+            "--env",
+            "TOKEN=sekrit",
+            "--",
+            FAKE,
+            "good",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "mcp",
+            "add",
+            "remote",
+            "--url",
+            "https://example.com/mcp",
+            "--header",
+            "Authorization: Bearer sekrit",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "get", "demo"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.json()["env"], json!({"TOKEN": "***"}));
+    let r = run(EDGAR, h.path(), &["mcp", "get", "remote"], b"");
+    assert!(!r.stdout.contains("sekrit"), "{}", r.stdout);
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "demo__add", r#"{"a":1,"b":2}"#, "--json"],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        r.json(),
+        json!({"isError": false, "content": [{"type": "text", "text": "3"}]})
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "remove", "demo"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "remove", "demo"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.starts_with("edgar: no server named 'demo'"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn errors_are_one_clear_line_with_exit_1() {
+    let h = home();
+    std::fs::write(
+        h.path().join(".mcp.json"),
+        r#"{"mcpServers": {"x": {"command": 7}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr
+            .contains(".mcp.json: server 'x': field 'command': must be a string"),
+        "{}",
+        r.stderr
+    );
+
+    write_config(
+        h.path(),
+        json!({"s": {"command": FAKE, "args": ["old-version"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "call", "s/echo", "{}"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("1999-01-01"), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert!(
+        r.stdout.contains("failed: "),
+        "the failure is remembered: {}",
+        r.stdout
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "reset", "s"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert!(r.stdout.contains("never started"), "{}", r.stdout);
+
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "nope__nothing", "{}"],
+        b"",
+    );
+    assert_eq!(r.code, Some(1));
+    let r = run(EDGAR, h.path(), &["mcp", "call", "s/echo", "not json"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("not valid JSON"), "{}", r.stderr);
+}
+
+#[test]
+fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
+    let h = home();
+    write_config(h.path(), json!({"s": {"command": FAKE, "args": ["good"]}}));
+    assert_eq!(
+        run(EDGAR, h.path(), &["mcp", "tools"], b"")
+            .stdout
+            .lines()
+            .count(),
+        5
+    );
+    let tools_dir = h.path().join("cache/edgar/tools");
+    for e in std::fs::read_dir(&tools_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        std::fs::write(e.path(), b"{corrupt").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.stdout.lines().count(), 5, "{}", r.stderr);
+    write_config(
+        h.path(),
+        json!({"s": {"command": FAKE, "args": ["hostile-names"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.stdout.lines().count(), 6, "{}{}", r.stdout, r.stderr);
+    let files = std::fs::read_dir(&tools_dir)
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(files, 2, "the old config's entry was replaced");
+}

@@ -1,0 +1,468 @@
+//! The stdio transport and the session against fake servers, one misbehaviour each.
+//! Every test closes its session and checks that no process it started survives.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use edgar_host::config::{Config, ServerSpec, Transport};
+use edgar_host::guard::{AdapterSource, ContentBlock, ToolOutput};
+use edgar_host::mcp::McpError;
+use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_tests::{is_dead, procs_with_tag};
+use serde_json::{Value, json};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+/// A session over fake servers, with its own cache dir and a unique process tag.
+pub struct Harness {
+    pub session: Session,
+    pub dir: tempfile::TempDir,
+    pub tag: String,
+}
+
+pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) -> ServerSpec {
+    ServerSpec {
+        name: name.into(),
+        transport: Transport::Stdio {
+            command: command.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
+            cwd: None,
+        },
+        startup_timeout: Duration::from_secs(10),
+        tool_timeout: Duration::from_secs(10),
+        enabled_tools: None,
+        disabled_tools: Vec::new(),
+        adapter: AdapterSource::Builtin,
+        source: PathBuf::from("test"),
+    }
+}
+
+impl Harness {
+    pub fn new(specs: Vec<ServerSpec>) -> Harness {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cwd = dir.path().to_owned();
+        Self::with(dir, &cwd, specs)
+    }
+
+    /// A session whose working directory (and offered root) is `cwd`.
+    pub fn in_dir(cwd: &std::path::Path, specs: Vec<ServerSpec>) -> Harness {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        Self::with(dir, cwd, specs)
+    }
+
+    fn with(dir: tempfile::TempDir, cwd: &std::path::Path, specs: Vec<ServerSpec>) -> Harness {
+        let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+            .replace(['(', ')'], "");
+        let specs = specs
+            .into_iter()
+            .map(|mut s| {
+                if let Transport::Stdio { env, .. } = &mut s.transport {
+                    env.insert("EDGAR_TEST_TAG".into(), tag.clone());
+                }
+                s
+            })
+            .collect();
+        let config = Config {
+            servers: specs,
+            files: Vec::new(),
+            is_default: false,
+        };
+        let opts = SessionOptions::new(cwd.to_owned(), Some(dir.path().join("cache")));
+        Harness {
+            session: Session::new(&config, opts),
+            dir,
+            tag,
+        }
+    }
+
+    /// One fake server named `fake` in `mode`, with a short startup deadline.
+    pub fn fake(mode: &str) -> Harness {
+        Self::fake_with(mode, |_| {})
+    }
+
+    pub fn fake_with(mode: &str, f: impl FnOnce(&mut ServerSpec)) -> Harness {
+        let mut s = spec("fake", FAKE, &[mode], &[]);
+        s.startup_timeout = Duration::from_secs(3);
+        f(&mut s);
+        Harness::new(vec![s])
+    }
+
+    /// Closes the session and asserts every process it started is gone.
+    pub async fn close(self) {
+        let t = Instant::now();
+        self.session.close().await;
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "close took {:?}",
+            t.elapsed()
+        );
+        let left = procs_with_tag(&self.tag);
+        assert!(left.is_empty(), "processes left after close: {left:?}");
+    }
+}
+
+pub fn text_of(out: &ToolOutput) -> String {
+    out.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn err<T: std::fmt::Debug>(r: Result<T, McpError>) -> McpError {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn a_good_server_is_discovered_called_and_closed() {
+    let h = Harness::fake("good");
+    let tools = h
+        .session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "fake__echo",
+            "fake__add",
+            "fake__die",
+            "fake__ask_client",
+            "fake__change"
+        ]
+    );
+    let out = h
+        .session
+        .call("fake__add", json!({"a": 2, "b": 40}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text_of(&out), "42");
+    let out = h
+        .session
+        .call("fake/echo", json!({"text": "hi"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text_of(&out), "hi");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn concurrent_calls_are_matched_by_id() {
+    let h = Harness::fake("good");
+    let calls = (0..20).map(|i| {
+        let s = &h.session;
+        async move {
+            (
+                i,
+                s.call("fake__echo", json!({"text": format!("n{i}")})).await,
+            )
+        }
+    });
+    for (i, r) in join_all(calls).await {
+        assert_eq!(
+            text_of(&r.unwrap_or_else(|e| panic!("{e}"))),
+            format!("n{i}")
+        );
+    }
+    h.close().await;
+}
+
+/// Polls all futures together until every one is done; outputs in input order.
+pub async fn join_all<F: std::future::Future>(fs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = fs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in futures.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+#[tokio::test]
+async fn garbage_between_messages_is_skipped() {
+    let h = Harness::fake("garbage");
+    let out = h
+        .session
+        .call("fake__echo", json!({"text": "still fine"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text_of(&out), "still fine");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_200_mb_stderr_flood_neither_blocks_nor_fills_memory() {
+    let h = Harness::fake_with("stderr-flood", |s| {
+        s.startup_timeout = Duration::from_secs(30)
+    });
+    let tools = h
+        .session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tools.len(), 5);
+    let log = h.dir.path().join("cache/logs/fake.log");
+    let size = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 1 << 20 && size < 5 << 20, "log is {size} bytes");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_at_its_deadline_and_stays_failed() {
+    let h = Harness::fake_with("silent", |s| s.startup_timeout = Duration::from_millis(800));
+    let t = Instant::now();
+    let e = err(h.session.tools("fake").await);
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(e.to_string().contains("initialize"), "{e}");
+    let t = Instant::now();
+    let e = err(h.session.call("fake/echo", json!({})).await);
+    assert!(matches!(e, McpError::Failed { .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_millis(200));
+    h.session
+        .reset("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn an_unsupported_protocol_version_is_refused() {
+    let h = Harness::fake("old-version");
+    let e = err(h.session.tools("fake").await);
+    assert!(e.to_string().contains("1999-01-01"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_server_exiting_mid_call_fails_the_call_with_its_stderr() {
+    let h = Harness::fake("good");
+    let e = err(h.session.call("fake__die", json!({})).await);
+    let text = e.to_string();
+    assert!(matches!(e, McpError::Closed { .. }), "{text}");
+    assert!(
+        text.contains("exit status: 3") && text.contains("dying in the middle"),
+        "{text}"
+    );
+    let e = err(h.session.call("fake__echo", json!({})).await);
+    assert!(matches!(e, McpError::Failed { .. }), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_server_ignoring_term_and_eof_is_killed() {
+    let script = format!("trap '' TERM; exec {FAKE} ignore-eof");
+    let h = Harness::new(vec![spec("fake", "sh", &["-c", &script], &[])]);
+    h.session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(procs_with_tag(&h.tag).len(), 1);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_grandchild_holding_the_pipes_dies_with_the_group() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pid_file = dir.path().join("grandchild.pid");
+    let h = Harness::new(vec![spec(
+        "fake",
+        FAKE,
+        &["grandchild"],
+        &[("FAKE_GRANDCHILD_PID", pid_file.display().to_string())],
+    )]);
+    h.session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(pid > 0 && !is_dead(pid));
+    h.close().await;
+    assert!(is_dead(pid), "grandchild {pid} survived");
+}
+
+#[tokio::test]
+async fn a_100_mb_line_fails_the_server_without_buffering_it() {
+    let h = Harness::fake_with("huge-line", |s| s.startup_timeout = Duration::from_secs(20));
+    let e = err(h.session.tools("fake").await);
+    assert!(
+        e.to_string().contains("over the 16777216-byte limit"),
+        "{e}"
+    );
+    h.close().await;
+}
+
+#[tokio::test]
+async fn wrong_ids_end_in_a_timeout() {
+    let h = Harness::fake_with("wrong-ids", |s| {
+        s.startup_timeout = Duration::from_millis(800)
+    });
+    let e = err(h.session.tools("fake").await);
+    assert!(e.to_string().contains("initialize"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn endless_pagination_is_cut_off() {
+    let h = Harness::fake("endless-pages");
+    let e = err(h.session.tools("fake").await);
+    assert!(e.to_string().contains("more than 100 pages"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_notifications_is_absorbed() {
+    let h = Harness::fake_with("notification-flood", |s| {
+        s.startup_timeout = Duration::from_secs(30)
+    });
+    assert_eq!(h.session.tools("fake").await.map(|t| t.len()).ok(), Some(5));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn requests_from_the_server_are_answered_or_declined() {
+    let h = Harness::fake("server-requests");
+    let out = h
+        .session
+        .call("fake__ask_client", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let answers: Vec<Value> =
+        serde_json::from_str(&text_of(&out)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(answers[0]["result"], json!({}));
+    let root = answers[1]["result"]["roots"][0]["uri"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(root.starts_with("file:///"), "{answers:?}");
+    assert_eq!(answers[2]["error"]["code"], -32601);
+    assert_eq!(answers[3]["error"]["code"], -32601);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn duplicate_and_hostile_tool_names_come_out_clean_and_unique() {
+    let h = Harness::fake("hostile-names");
+    let tools = h
+        .session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    let unique: std::collections::HashSet<_> = names.iter().collect();
+    assert_eq!(unique.len(), names.len());
+    for n in &names {
+        assert!(
+            n.len() <= 64
+                && n.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'),
+            "{n}"
+        );
+        assert_ne!(*n, "tool_search");
+    }
+    assert!(!tools.iter().any(|t| t.tool() == "bad-schema"));
+    h.close().await;
+}
+
+#[tokio::test]
+async fn list_changed_refreshes_the_tools() {
+    let h = Harness::fake("good");
+    h.session
+        .call("fake__change", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tools = h
+            .session
+            .tools("fake")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        if tools.iter().any(|t| t.tool() == "added_later") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the list was not refreshed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.close().await;
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused_with_the_schema_before_sending() {
+    let h = Harness::fake("good");
+    let e = err(h.session.call("fake__add", json!({"a": "two"})).await);
+    let text = e.to_string();
+    assert!(matches!(e, McpError::InvalidArguments { .. }), "{text}");
+    assert!(
+        text.contains("/a") && text.contains("\"integer\"") && text.contains("The schema is"),
+        "{text}"
+    );
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_slow_call_times_out_and_the_server_keeps_serving() {
+    let h = Harness::fake_with("good", |s| s.tool_timeout = Duration::from_millis(300));
+    let e = err(h
+        .session
+        .call("fake__echo", json!({"sleep_ms": 1500}))
+        .await);
+    assert!(matches!(e, McpError::Timeout { .. }), "{e}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = h
+        .session
+        .call("fake__echo", json!({"text": "after"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text_of(&out), "after");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_missing_command_is_a_clear_start_error() {
+    let h = Harness::new(vec![spec("nope", "/definitely/not/here", &[], &[])]);
+    let e = err(h.session.tools("nope").await);
+    assert!(matches!(e, McpError::Start { .. }), "{e}");
+    assert!(e.to_string().contains("/definitely/not/here"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn one_broken_server_does_not_hide_the_others() {
+    let mut silent = spec("silent", FAKE, &["silent"], &[]);
+    silent.startup_timeout = Duration::from_millis(500);
+    let h = Harness::new(vec![spec("good", FAKE, &["good"], &[]), silent]);
+    let catalog = h.session.catalog().await;
+    assert_eq!(catalog.tools.len(), 5);
+    assert_eq!(catalog.failures.len(), 1);
+    assert_eq!(catalog.failures[0].server(), Some("silent"));
+    h.close().await;
+}

@@ -1,0 +1,197 @@
+//! A deliberately careless or hostile MCP server over stdio, one misbehaviour per mode
+//! (the first argument), for behaviour a real server cannot be made to show.
+//!
+//! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
+//! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
+//! server-requests, hostile-names, list-changed.
+//! With `FAKE_MARKER=path`, the server creates that file when it starts.
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "good".into());
+    if let Ok(marker) = std::env::var("FAKE_MARKER") {
+        let _ = std::fs::write(marker, std::process::id().to_string());
+    }
+    if mode == "grandchild" {
+        // A child that outlives us if nobody kills the group, holding our pipes.
+        let child = std::process::Command::new("sleep").arg("1000").spawn();
+        if let (Ok(child), Ok(path)) = (child, std::env::var("FAKE_GRANDCHILD_PID")) {
+            let _ = std::fs::write(path, child.id().to_string());
+        }
+    }
+    if mode == "stderr-flood" {
+        let chunk = vec![b'e'; 1 << 20];
+        let mut err = std::io::stderr().lock();
+        for _ in 0..200 {
+            let _ = err.write_all(&chunk);
+        }
+        let _ = err.write_all(b"\nflood done\n");
+    }
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut page = 0u64;
+    let mut changed = false;
+    let mut input = stdin.lock();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").cloned() else {
+            continue;
+        };
+        if mode == "garbage" {
+            writeln!(out, "this is not json").ok();
+            writeln!(out, "{{\"half\": ").ok();
+            writeln!(out).ok();
+        }
+        let result = match method {
+            "initialize" => match mode.as_str() {
+                "silent" => continue,
+                "huge-line" => {
+                    let big = "x".repeat(100 << 20);
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": big, "version": "1"}})
+                }
+                "old-version" => {
+                    json!({"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "old", "version": "1"}})
+                }
+                _ => {
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": true}}, "serverInfo": {"name": "fake", "version": "1"}})
+                }
+            },
+            "tools/list" => {
+                if mode == "notification-flood" {
+                    for i in 0..100_000 {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "debug", "data": i}}),
+                        );
+                    }
+                }
+                if mode == "endless-pages" {
+                    page += 1;
+                    json!({"tools": [tool(&format!("t{page}"))], "nextCursor": format!("c{page}")})
+                } else if mode == "hostile-names" {
+                    json!({"tools": [
+                        tool("dup"), tool("dup"), tool("has space"), tool("tool_search"),
+                        tool(&"n".repeat(1000)), tool("ünïcödé"), tool("ok"),
+                        {"name": "bad-schema", "inputSchema": {"type": "string"}}
+                    ]})
+                } else if changed {
+                    json!({"tools": [tool("echo"), tool("add"), tool("die"), tool("ask_client"), tool("change"), tool("added_later")]})
+                } else {
+                    json!({"tools": [tool("echo"), tool("add"), tool("die"), tool("ask_client"), tool("change")]})
+                }
+            }
+            "tools/call" => {
+                let name = msg["params"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let args = msg["params"]["arguments"].clone();
+                match name.as_str() {
+                    "die" => {
+                        eprintln!("fake server: dying in the middle of a call");
+                        std::process::exit(3);
+                    }
+                    "ask_client" => {
+                        let mut answers = Vec::new();
+                        for (i, m) in [
+                            "ping",
+                            "roots/list",
+                            "sampling/createMessage",
+                            "elicitation/create",
+                        ]
+                        .iter()
+                        .enumerate()
+                        {
+                            send(
+                                &mut out,
+                                &json!({"jsonrpc": "2.0", "id": format!("s{i}"), "method": m, "params": {}}),
+                            );
+                            answers.push(read_reply(&mut input));
+                        }
+                        text(&serde_json::to_string(&answers).unwrap_or_default())
+                    }
+                    "change" => {
+                        changed = true;
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                        );
+                        text("changed")
+                    }
+                    "add" => text(
+                        &(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0))
+                            .to_string(),
+                    ),
+                    _ => {
+                        if let Some(ms) = args["sleep_ms"].as_u64() {
+                            std::thread::sleep(Duration::from_millis(ms));
+                        }
+                        text(
+                            &args["text"]
+                                .as_str()
+                                .map(str::to_owned)
+                                .unwrap_or_else(|| args.to_string()),
+                        )
+                    }
+                }
+            }
+            "ping" => json!({}),
+            _ => {
+                send(
+                    &mut out,
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown"}}),
+                );
+                continue;
+            }
+        };
+        let id = if mode == "wrong-ids" {
+            json!(id.as_u64().unwrap_or(0) + 1000)
+        } else {
+            id
+        };
+        send(
+            &mut out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        );
+    }
+    if mode == "ignore-eof" || mode == "grandchild" {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object", "properties": {
+        "text": {"type": "string"}, "a": {"type": "integer"}, "b": {"type": "integer"}, "sleep_ms": {"type": "integer"}
+    }}})
+}
+
+fn text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}]})
+}
+
+fn send(out: &mut impl Write, v: &Value) {
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+fn read_reply(input: &mut impl BufRead) -> Value {
+    let mut line = String::new();
+    let _ = input.read_line(&mut line);
+    serde_json::from_str(&line).unwrap_or(Value::Null)
+}
