@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let result = guest::workspace_root().and_then(|root| {
-        guest::rerun_if_changed(&root, &["tests/adapters", "wit", "Cargo.lock"]);
+        guest::rerun_if_changed(
+            &root,
+            &["tests/adapters", "wit", "Cargo.lock", "Cargo.toml"],
+        );
         guest::build(
             &root,
             &[

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use edgar_host::guard::{AdapterSource, Guard};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 11;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -25,7 +25,11 @@ fn main() {
     println!("| measurement | result |");
     println!("|---|---|");
 
-    let native = median(ROUNDS, || {
+    let guard = Guard::new(None);
+    let adapter = guard
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run_native = || {
         let t = Instant::now();
         for (server, list) in &corpus {
             for (name, json) in list {
@@ -34,12 +38,8 @@ fn main() {
             }
         }
         t.elapsed()
-    });
-    let guard = Guard::new(None);
-    let adapter = guard
-        .adapter(&AdapterSource::Builtin)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let wasm = median(ROUNDS, || {
+    };
+    let run_wasm = || {
         let t = Instant::now();
         for (server, list) in &corpus {
             std::hint::black_box(
@@ -49,7 +49,19 @@ fn main() {
             );
         }
         t.elapsed()
-    });
+    };
+    // Interleaved rounds, so machine noise hits both sides alike; medians of each.
+    run_native();
+    run_wasm();
+    let mut natives = Vec::new();
+    let mut wasms = Vec::new();
+    for _ in 0..ROUNDS {
+        natives.push(run_native());
+        wasms.push(run_wasm());
+    }
+    natives.sort();
+    wasms.sort();
+    let (native, wasm) = (natives[ROUNDS / 2], wasms[ROUNDS / 2]);
     let per = |d: Duration| d.as_secs_f64() * 1e6 / tools as f64;
     println!(
         "| `tool_name` + `to_schema`, native, per tool | {:.1} µs |",
