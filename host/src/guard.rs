@@ -295,6 +295,15 @@ impl Guard {
         }
     }
 
+    /// The adapter for `source` if it is already loaded: never blocks.
+    pub fn loaded(&self, source: &AdapterSource) -> Option<Arc<Adapter>> {
+        self.adapters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(source)
+            .cloned()
+    }
+
     /// The adapter for `source`, loaded (and the engine created) on first use.
     pub fn adapter(&self, source: &AdapterSource) -> Result<Arc<Adapter>, GuardError> {
         let mut adapters = self.adapters.lock().unwrap_or_else(|p| p.into_inner());
@@ -307,12 +316,25 @@ impl Guard {
     }
 }
 
+/// Idle instances kept for converting results: a few per server (for concurrent calls),
+/// a bounded number in all, and never one that handled a large input (its memory stays
+/// grown).
+const MAX_IDLE_INSTANCES: usize = 16;
+const MAX_IDLE_PER_SERVER: usize = 4;
+const MAX_POOLED_INPUT_BYTES: usize = 256 << 10;
+
 /// A loaded adapter component, ready to instantiate.
 pub struct Adapter {
     label: String,
     digest: String,
     pre: SchemaAdapterPre<HostState>,
+    /// Healthy instances that converted a result, by server. An instance is only ever
+    /// reused for the same server's results, so nothing one server sent can reach the
+    /// output for another; any failure drops the instance.
+    idle: Mutex<HashMap<String, Vec<Live>>>,
 }
+
+type Live = (Store<HostState>, SchemaAdapter);
 
 impl fmt::Debug for Adapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -365,7 +387,12 @@ impl Adapter {
                 reason,
             }
         })?;
-        Ok(Adapter { label, digest, pre })
+        Ok(Adapter {
+            label,
+            digest,
+            pre,
+            idle: Mutex::new(HashMap::new()),
+        })
     }
 
     /// sha256 of the component, hex: cached guard outputs are keyed by it.
@@ -433,7 +460,26 @@ impl Adapter {
         tool: &str,
         result_json: &str,
     ) -> Result<ToolOutput, GuardError> {
-        self.session()?.convert(server, tool, result_json)
+        let live = self
+            .idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(server)
+            .and_then(Vec::pop);
+        let mut session = Session::new(self)?;
+        session.live = live;
+        let result = session.convert(server, tool, result_json);
+        if let Some(live) = session.live.take()
+            && result_json.len() <= MAX_POOLED_INPUT_BYTES
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let total: usize = idle.values().map(Vec::len).sum();
+            let list = idle.entry(server.to_owned()).or_default();
+            if total < MAX_IDLE_INSTANCES && list.len() < MAX_IDLE_PER_SERVER {
+                list.push(live);
+            }
+        }
+        result
     }
 
     fn session(&self) -> Result<Session<'_>, GuardError> {
@@ -477,7 +523,7 @@ impl Adapter {
 /// instance, so the next call on the session instantiates a fresh one.
 struct Session<'a> {
     adapter: &'a Adapter,
-    live: Option<(Store<HostState>, SchemaAdapter)>,
+    live: Option<Live>,
     _ticking: engine::Ticking,
 }
 

@@ -1,7 +1,7 @@
 //! The MCP session layer: `McpError`, `PROTOCOL`, and the modules that run servers.
 //!
-//! [`client`] owns the session (lazy handles, discovery, calls, close); [`stdio`] and
-//! (later) `http` are transports that only move JSON messages; [`connection`] matches
+//! [`client`] owns the session (lazy handles, discovery, calls, close); `stdio` and
+//! (later) `http` are transports that only move JSON messages; `connection` matches
 //! requests to responses and answers the server's own requests, whatever the transport.
 
 pub mod client;

@@ -39,9 +39,10 @@ pub fn run(cmd: GuardCommand) -> anyhow::Result<ExitCode> {
     };
     match outcome {
         Ok(value) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             serde_json::to_writer_pretty(&mut out, &value)?;
             writeln!(out)?;
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -100,7 +100,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     .collect();
                 print_json(&json!(v))?;
             } else {
-                let mut out = std::io::stdout().lock();
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
                 if status.is_empty() {
                     writeln!(
                         out,
@@ -118,6 +118,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         detail.map(|d| format!(": {d}")).unwrap_or_default()
                     )?;
                 }
+                out.flush()?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -211,7 +212,7 @@ async fn tools(
             eprintln!("edgar: {e}");
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
         let v: Vec<Value> = names
             .iter()
@@ -224,6 +225,7 @@ async fn tools(
             writeln!(out, "{n}")?;
         }
     }
+    out.flush()?;
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -315,14 +317,15 @@ fn describe(state: &ServerState) -> (&'static str, Option<String>) {
 }
 
 fn print_json(v: &Value) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;
+    out.flush()?;
     Ok(())
 }
 
 fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for b in blocks {
         match b {
             ContentBlock::Text { text } => writeln!(out, "{text}")?,
@@ -347,5 +350,6 @@ fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
             )?,
         }
     }
+    out.flush()?;
     Ok(())
 }

@@ -20,8 +20,10 @@ const GUEST_STACK_BYTES: usize = 512 << 10;
 
 static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
 static TICKER: OnceLock<Thread> = OnceLock::new();
-/// Sessions currently running guest code; the ticker sleeps while this is zero.
+/// Sessions currently running guest code; the ticker parks once this has been zero for
+/// [`IDLE_PARK_TICKS`] ticks, so bursts of calls never pay for waking it.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+const IDLE_PARK_TICKS: u32 = 100;
 static TICKER_PARKED: AtomicBool = AtomicBool::new(false);
 
 /// The engine, created (with its ticker thread) on the first call.
@@ -55,13 +57,20 @@ fn start_ticker(engine: &Engine) -> Result<(), String> {
     let handle = thread::Builder::new()
         .name("edgar-guard-epoch".into())
         .spawn(move || {
+            let mut idle_ticks = 0u32;
             loop {
                 if ACTIVE.load(Ordering::SeqCst) == 0 {
+                    idle_ticks += 1;
+                } else {
+                    idle_ticks = 0;
+                }
+                if idle_ticks > IDLE_PARK_TICKS {
                     TICKER_PARKED.store(true, Ordering::SeqCst);
                     if ACTIVE.load(Ordering::SeqCst) == 0 {
                         thread::park();
                     }
                     TICKER_PARKED.store(false, Ordering::SeqCst);
+                    idle_ticks = 0;
                     continue;
                 }
                 thread::sleep(EPOCH_TICK);

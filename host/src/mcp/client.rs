@@ -19,7 +19,7 @@ use super::connection::{ClientHandler, Connection, Context, NoHandler};
 use super::protocol::PROTOCOL;
 use super::stdio::{Spawn, Stdio};
 use crate::config::{Config, ServerSpec, Transport};
-use crate::guard::{Adapter, Guard, SanitizedTool, ToolOutput};
+use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
 use crate::text::shown;
 use crate::tools::cache::{Entry, Failure, ToolCache, ToolName, now};
 
@@ -27,6 +27,8 @@ use crate::tools::cache::{Entry, Failure, ToolCache, ToolName, now};
 pub const MAX_PAGES: usize = 100;
 /// Most tools accepted from one server.
 pub const MAX_TOOLS_PER_SERVER: usize = 5000;
+/// Results up to this size go through the built-in adapter on the calling task.
+const INLINE_GUARD_BYTES: usize = 64 << 10;
 /// Most validation errors reported for one call.
 const MAX_ARGUMENT_ERRORS: usize = 10;
 
@@ -87,6 +89,31 @@ struct Server {
     spec: ServerSpec,
     state: AsyncMutex<State>,
     adapter_digest: std::sync::OnceLock<Result<String, String>>,
+    /// The tools read from the disk cache this session, so it is read once.
+    cached: RwLock<Option<Arc<Vec<SanitizedTool>>>>,
+}
+
+impl Server {
+    fn cached(&self) -> Option<Arc<Vec<SanitizedTool>>> {
+        self.cached
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_cached(&self, tools: Option<Arc<Vec<SanitizedTool>>>) {
+        *self.cached.write().unwrap_or_else(|p| p.into_inner()) = tools;
+    }
+
+    /// The tools known in memory (running server or cache already read), without I/O.
+    fn known_tools(&self) -> Option<Arc<Vec<SanitizedTool>>> {
+        if let Ok(state) = self.state.try_lock()
+            && let State::Running(r) = &*state
+        {
+            return Some(r.tools());
+        }
+        self.cached()
+    }
 }
 
 enum State {
@@ -135,6 +162,7 @@ impl Session {
                         spec: spec.clone(),
                         state: AsyncMutex::new(State::Idle),
                         adapter_digest: std::sync::OnceLock::new(),
+                        cached: RwLock::new(None),
                     })
                 })
                 .collect(),
@@ -291,9 +319,14 @@ impl Session {
                 State::Idle => {}
             }
         }
+        if let Some(tools) = server.cached() {
+            return Ok(tools);
+        }
         let digest = self.adapter_digest(server)?;
         if let Some(entry) = self.cache.read(&server.spec, &digest) {
-            return Ok(Arc::new(entry.tools));
+            let tools = Arc::new(entry.tools);
+            server.set_cached(Some(tools.clone()));
+            return Ok(tools);
         }
         self.start(server).await.map(|r| r.tools())
     }
@@ -303,6 +336,7 @@ impl Session {
         self.reset(name).await?;
         let server = self.server(name)?;
         self.cache.remove(&server.spec);
+        server.set_cached(None);
         self.start(server).await.map(|r| r.tools())
     }
 
@@ -314,6 +348,7 @@ impl Session {
             r.transport.lock().await.close().await;
         }
         self.cache.clear_failure(&server.spec);
+        server.set_cached(None);
         Ok(())
     }
 
@@ -321,13 +356,14 @@ impl Session {
     /// arguments against its accepted schema first and converting the result through
     /// the guard.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, McpError> {
-        let tool = self.find_tool(name).await?;
+        let (list, index) = self.find_tool(name).await?;
+        let tool = &list[index];
         let arguments = if arguments.is_null() {
             json!({})
         } else {
             arguments
         };
-        self.validate(&tool, &arguments)?;
+        self.validate(tool, &arguments)?;
         let server = self.server(tool.server())?;
         let running = self.start(server).await?;
         if !running.tools().iter().any(|t| t.tool() == tool.tool()) {
@@ -344,28 +380,43 @@ impl Session {
         let adapter = self.adapter(server).await?;
         let (server_name, tool_name) = (tool.server().to_owned(), tool.tool().to_owned());
         let text = result.to_string();
+        // The built-in adapter converts a small result in microseconds (its work is linear
+        // in the input): inline is cheaper than any hand-off. Anything else runs off the
+        // async workers, bounded by the guard's deadline.
         let out =
-            tokio::task::spawn_blocking(move || adapter.to_result(&server_name, &tool_name, &text))
-                .await
-                .map_err(|e| McpError::Start {
-                    server: tool.server().to_owned(),
-                    reason: format!("the guard task failed: {e}"),
-                })??;
+            if server.spec.adapter == AdapterSource::Builtin && text.len() <= INLINE_GUARD_BYTES {
+                adapter.to_result(&server_name, &tool_name, &text)?
+            } else {
+                run_guard(move || adapter.to_result(&server_name, &tool_name, &text))
+                    .await
+                    .map_err(|reason| McpError::Start {
+                        server: tool.server().to_owned(),
+                        reason,
+                    })??
+            };
         Ok(out)
     }
 
-    async fn find_tool(&self, name: &str) -> Result<SanitizedTool, McpError> {
+    /// The tool by model-visible name or `server/tool`, as its list and index (no clone).
+    async fn find_tool(&self, name: &str) -> Result<(Arc<Vec<SanitizedTool>>, usize), McpError> {
         if let Some((server, tool)) = name.split_once('/') {
             let tools = self.tools(server).await?;
-            return tools
-                .iter()
-                .find(|t| t.tool() == tool)
-                .cloned()
-                .ok_or_else(|| McpError::UnknownTool(name.to_owned()));
+            return match tools.iter().position(|t| t.tool() == tool) {
+                Some(i) => Ok((tools, i)),
+                None => Err(McpError::UnknownTool(name.to_owned())),
+            };
+        }
+        // Tools already in memory first: the common case reads nothing and clones one tool.
+        for s in &self.servers {
+            if let Some(list) = s.known_tools()
+                && let Some(i) = list.iter().position(|t| t.name() == name)
+            {
+                return Ok((list, i));
+            }
         }
         let catalog = self.catalog().await;
         if let Some(t) = catalog.tools.into_iter().find(|t| t.name() == name) {
-            return Ok(t);
+            return Ok((Arc::new(vec![t]), 0));
         }
         match catalog.failures.into_iter().next() {
             Some(e) if self.servers.len() == 1 => Err(e),
@@ -422,6 +473,9 @@ impl Session {
     }
 
     async fn adapter(&self, server: &Server) -> Result<Arc<Adapter>, McpError> {
+        if let Some(adapter) = self.guard.loaded(&server.spec.adapter) {
+            return Ok(adapter);
+        }
         let guard = self.guard.clone();
         let source = server.spec.adapter.clone();
         tokio::task::spawn_blocking(move || guard.adapter(&source))
@@ -702,6 +756,18 @@ fn dedupe_names(names: Vec<ToolName>) -> Vec<ToolName> {
         .into_iter()
         .filter(|n| seen.insert(n.name.clone()))
         .collect()
+}
+
+/// Runs guard work off the async workers' queues: `block_in_place` on a multi-threaded
+/// runtime (no thread hand-off), `spawn_blocking` otherwise. Guard calls are bounded by
+/// their deadline.
+async fn run_guard<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => Ok(tokio::task::block_in_place(f)),
+        _ => tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| format!("the guard task failed: {e}")),
+    }
 }
 
 /// `tools/list`, following `nextCursor` up to [`MAX_PAGES`]; each tool as JSON text.

@@ -251,11 +251,17 @@ pub fn now() -> u64 {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.len() > MAX_ENTRY_BYTES {
+    use std::io::Read;
+    // One open and a read or two: this runs once per configured server at startup.
+    let mut bytes = Vec::with_capacity(8 << 10);
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
     match serde_json::from_slice(&bytes) {
         Ok(v) => Some(v),
         Err(e) => {

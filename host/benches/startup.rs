@@ -1,0 +1,120 @@
+//! Startup cost: `edgar mcp tools` with a warm cache for 0 servers versus 30 servers of
+//! 20 tools each. The 30 servers' commands do not exist, so the run also proves that a
+//! warm listing starts nothing. Prints a Markdown table.
+//!
+//! Run with `cargo bench -p edgar-host --bench startup`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use edgar_host::config::{Config, ConfigPaths};
+use edgar_host::guard::{AdapterSource, BUILTIN_DIGEST, Guard};
+use edgar_host::tools::cache::{Entry, ToolCache};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
+const RUNS: usize = 101;
+
+fn main() {
+    let corpus = corpus_tools(20);
+    let zero = setup(0, &corpus);
+    let thirty = setup(30, &corpus);
+    // Interleaved, so machine noise hits both configurations alike.
+    let mut zeros = Vec::new();
+    let mut thirties = Vec::new();
+    for _ in 0..RUNS {
+        zeros.push(once(zero.path(), 0));
+        thirties.push(once(thirty.path(), 600));
+    }
+    zeros.sort();
+    thirties.sort();
+    let (t0, t30) = (zeros[RUNS / 2], thirties[RUNS / 2]);
+    println!("| `edgar mcp tools`, warm cache | median of {RUNS} runs |");
+    println!("|---|---|");
+    println!("| 0 servers | {:.2} ms |", ms(t0));
+    println!("| 30 servers x 20 tools | {:.2} ms |", ms(t30));
+    println!("| ratio | {:.2}x |", t30.as_secs_f64() / t0.as_secs_f64());
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A home with a project config of `n` servers and their tools in a warm cache.
+fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let servers: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            (
+                format!("server{i}"),
+                serde_json::json!({"command": format!("/nonexistent/mcp-server-{i}")}),
+            )
+        })
+        .collect();
+    let config = serde_json::json!({ "mcpServers": servers });
+    std::fs::write(home.path().join(".mcp.json"), config.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let paths = ConfigPaths {
+        user: None,
+        project: home.path().join(".mcp.json"),
+    };
+    let config = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let cache = ToolCache::new(Some(&home.path().join("cache/edgar")));
+    let guard = Guard::new(None);
+    let adapter = guard
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    for spec in &config.servers {
+        let accepted = adapter
+            .accept_tools(&spec.name, tools)
+            .into_iter()
+            .filter_map(Result::ok)
+            .collect();
+        let entry = Entry {
+            tools: accepted,
+            refused: Vec::new(),
+            protocol_version: "2025-06-18".into(),
+            server_info: serde_json::Value::Null,
+            fetched_at: 0,
+        };
+        cache
+            .write(spec, BUILTIN_DIGEST, &entry)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    home
+}
+
+fn once(home: &Path, expect_lines: usize) -> Duration {
+    let t = Instant::now();
+    let out = Command::new(EDGAR)
+        .args(["mcp", "tools"])
+        .current_dir(home)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let elapsed = t.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        expect_lines
+    );
+    elapsed
+}
+
+/// The first `n` tools of the corpus's largest servers, as JSON text.
+fn corpus_tools(n: usize) -> Vec<String> {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/corpus/github.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap_or_default())
+            .unwrap_or_default();
+    v["tools"]
+        .as_array()
+        .map(|t| t.iter().take(n).map(|t| t.to_string()).collect())
+        .unwrap_or_default()
+}
