@@ -20,6 +20,17 @@ pub enum Command {
     /// Manage and use MCP servers.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Search the configured servers' tools, printing exactly what the model would receive.
+    ToolSearch {
+        query: String,
+        /// The most tokens of schema to return.
+        #[arg(long, default_value_t = edgar_host::tools::search::RESERVE)]
+        reserve: usize,
+        /// One JSON object: the returned tools (name, score, tokens, schema), the FOUND
+        /// text and the names that matched but did not fit.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),

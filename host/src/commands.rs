@@ -2,6 +2,7 @@
 
 mod guard;
 mod mcp;
+mod search;
 
 use std::process::ExitCode;
 
@@ -11,5 +12,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
+        Command::ToolSearch {
+            query,
+            reserve,
+            json,
+        } => search::run(&query, reserve, json),
     }
 }

@@ -1,3 +1,8 @@
-//! The harness-facing side of MCP tools: the discovery cache (and, later, tool search).
+//! The harness-facing side of MCP tools: the discovery cache, the prompt's tool list,
+//! and the built-in `tool_search`.
 
 pub mod cache;
+pub mod prompt;
+pub mod search;
+pub mod search_tool;
+pub mod tokens;

@@ -6,3 +6,4 @@ mod guard_cli;
 mod mcp_cli;
 mod mcp_real;
 mod mcp_stdio;
+mod search;

@@ -101,7 +101,13 @@ impl Harness {
             "close took {:?}",
             t.elapsed()
         );
-        let left = procs_with_tag(&self.tag);
+        // SIGKILL is delivered asynchronously: give the kernel a moment to tear down.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut left = procs_with_tag(&self.tag);
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            left = procs_with_tag(&self.tag);
+        }
         assert!(left.is_empty(), "processes left after close: {left:?}");
     }
 }
@@ -306,6 +312,10 @@ async fn a_grandchild_holding_the_pipes_dies_with_the_group() {
         .unwrap_or(0);
     assert!(pid > 0 && !is_dead(pid));
     h.close().await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !is_dead(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(is_dead(pid), "grandchild {pid} survived");
 }
 

@@ -286,19 +286,19 @@ fn scope_file(paths: &ConfigPaths, scope: &ScopeArg) -> anyhow::Result<PathBuf> 
         .context("no user config directory: set HOME or XDG_CONFIG_HOME, or use --project")
 }
 
-fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
+pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
     let exe = std::env::current_exe().ok();
     Ok(Config::load(paths, exe.as_deref())?)
 }
 
-fn session(config: &Config, cwd: &std::path::Path) -> Session {
+pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
     Session::new(
         config,
         SessionOptions::new(cwd.to_owned(), paths::cache_dir()),
     )
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

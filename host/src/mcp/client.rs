@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -79,6 +80,7 @@ pub struct Catalog {
 
 pub struct Session {
     servers: Vec<Arc<Server>>,
+    generation: Arc<AtomicU64>,
     guard: Arc<Guard>,
     cache: ToolCache,
     opts: SessionOptions,
@@ -91,6 +93,8 @@ struct Server {
     adapter_digest: std::sync::OnceLock<Result<String, String>>,
     /// The tools read from the disk cache this session, so it is read once.
     cached: RwLock<Option<Arc<Vec<SanitizedTool>>>>,
+    /// The session's catalog generation, bumped whenever any server's tools change.
+    generation: Arc<AtomicU64>,
 }
 
 impl Server {
@@ -103,6 +107,7 @@ impl Server {
 
     fn set_cached(&self, tools: Option<Arc<Vec<SanitizedTool>>>) {
         *self.cached.write().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The tools known in memory (running server or cache already read), without I/O.
@@ -153,7 +158,9 @@ pub fn servers(config: &Config, opts: SessionOptions) -> Session {
 
 impl Session {
     pub fn new(config: &Config, opts: SessionOptions) -> Session {
+        let generation = Arc::new(AtomicU64::new(0));
         Session {
+            generation: generation.clone(),
             servers: config
                 .servers
                 .iter()
@@ -163,6 +170,7 @@ impl Session {
                         state: AsyncMutex::new(State::Idle),
                         adapter_digest: std::sync::OnceLock::new(),
                         cached: RwLock::new(None),
+                        generation: generation.clone(),
                     })
                 })
                 .collect(),
@@ -178,6 +186,12 @@ impl Session {
             .iter()
             .find(|s| s.spec.name == name)
             .ok_or_else(|| McpError::UnknownServer(name.to_owned()))
+    }
+
+    /// Changes whenever any server's known tools change (read from cache, discovered,
+    /// refreshed, reset), so derived data such as a search index can be kept until then.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     pub fn server_names(&self) -> impl Iterator<Item = &str> {
@@ -523,6 +537,7 @@ impl Session {
         match self.discover(server).await {
             Ok(running) => {
                 self.cache.clear_failure(&server.spec);
+                server.generation.fetch_add(1, Ordering::SeqCst);
                 self.watch_list_changed(server, &running);
                 *state = State::Running(running.clone());
                 Ok(running)
@@ -675,6 +690,7 @@ impl Session {
         let cache = self.cache.clone();
         let digest = self.adapter_digest(server).ok();
         let guard = self.guard.clone();
+        let generation = self.generation.clone();
         tokio::spawn(async move {
             loop {
                 notify.notified().await;
@@ -704,6 +720,7 @@ impl Session {
                         );
                         *running.tools.write().unwrap_or_else(|p| p.into_inner()) =
                             Arc::new(tools.clone());
+                        generation.fetch_add(1, Ordering::SeqCst);
                         if let Some(d) = &digest {
                             cache.remove(&spec);
                             let entry = Entry {

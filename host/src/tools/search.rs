@@ -1,0 +1,345 @@
+//! `tool_search`: the built-in tool the model calls to find tools by what they do. The
+//! prompt carries tool names only; a search returns the best matches' schemas, best
+//! first, up to [`RESERVE`] tokens, and from then on those tools are callable.
+//!
+//! Ranking is BM25F over a tool's name (identifier words), title, server, description
+//! and parameters, with stemming and query-side synonyms; an exact tool name in the
+//! query puts that tool first. This module does no I/O.
+
+pub mod text;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::guard::SanitizedTool;
+use crate::tools::tokens;
+
+/// The default most tokens of schema one search may return.
+pub const RESERVE: usize = 3000;
+/// The most tools one search considers (returned or named).
+pub const MAX_MATCHES: usize = 10;
+/// Matches scoring below this fraction of the best are not reported.
+const MIN_RELATIVE_SCORE: f32 = 0.25;
+/// Longest query read; the rest is ignored (a model's query is a sentence).
+pub const MAX_QUERY_BYTES: usize = 1000;
+
+/// BM25 saturation.
+const K1: f32 = 1.2;
+/// Weight of a synonym relative to the word the query used: high in a tool's name (its
+/// verb and object are what a person paraphrases), low elsewhere.
+const SYNONYM_IN_NAME: f32 = 0.8;
+const SYNONYM_ELSEWHERE: f32 = 0.3;
+/// How much matching all of the query's words counts over matching one.
+const COORDINATION: f32 = 0.5;
+/// Multiplier for tools of a server the query names.
+const SERVER_BOOST: f32 = 1.5;
+
+/// One indexed field: its weight and its length normalization.
+struct Field {
+    weight: f32,
+    b: f32,
+}
+
+const NAME: Field = Field {
+    weight: 3.0,
+    b: 0.3,
+};
+const TITLE: Field = Field {
+    weight: 1.5,
+    b: 0.3,
+};
+const SERVER: Field = Field {
+    weight: 1.0,
+    b: 0.0,
+};
+const DESCRIPTION: Field = Field {
+    weight: 1.0,
+    b: 0.75,
+};
+const PARAMS: Field = Field {
+    weight: 0.6,
+    b: 0.75,
+};
+const FIELDS: [Field; 5] = [NAME, TITLE, SERVER, DESCRIPTION, PARAMS];
+
+/// An index over a catalog of sanitized tools, built once per catalog.
+pub struct SearchIndex {
+    tools: Vec<SanitizedTool>,
+    /// term -> (tool, BM25F-weighted frequency in the name, and in the other fields)
+    postings: HashMap<String, Vec<(u32, f32, f32)>>,
+    idf: HashMap<String, f32>,
+    /// Lower-cased model name, `server/tool` and `server__tool` -> tool.
+    exact: HashMap<String, u32>,
+    /// Lower-cased server's own tool name -> tools of that name (several servers share some).
+    by_tool: HashMap<String, Vec<u32>>,
+    /// Lower-cased server-name words -> tools of that server.
+    servers: HashMap<String, Vec<u32>>,
+    /// Schema tokens, counted on first use.
+    tokens: Vec<OnceLock<usize>>,
+}
+
+/// One ranked tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct Match {
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+    pub score: f32,
+}
+
+impl SearchIndex {
+    pub fn new(tools: Vec<SanitizedTool>) -> SearchIndex {
+        let n = tools.len();
+        let mut field_terms: Vec<[Vec<String>; 5]> = Vec::with_capacity(n);
+        for t in &tools {
+            field_terms.push(fields(t));
+        }
+        let mut avg = [0f32; 5];
+        for ft in &field_terms {
+            for (i, f) in ft.iter().enumerate() {
+                avg[i] += f.len() as f32;
+            }
+        }
+        for a in &mut avg {
+            *a = (*a / n.max(1) as f32).max(1.0);
+        }
+        let mut postings: HashMap<String, Vec<(u32, f32, f32)>> = HashMap::new();
+        for (doc, ft) in field_terms.iter().enumerate() {
+            let mut weighted: HashMap<&str, (f32, f32)> = HashMap::new();
+            for (i, terms) in ft.iter().enumerate() {
+                let field = &FIELDS[i];
+                let norm = 1.0 - field.b + field.b * terms.len() as f32 / avg[i];
+                for term in terms {
+                    let w = weighted.entry(term.as_str()).or_default();
+                    if i == 0 {
+                        w.0 += field.weight / norm;
+                    } else {
+                        w.1 += field.weight / norm;
+                    }
+                }
+            }
+            for (term, (name, rest)) in weighted {
+                postings
+                    .entry(term.to_owned())
+                    .or_default()
+                    .push((doc as u32, name, rest));
+            }
+        }
+        let idf = postings
+            .iter()
+            .map(|(t, p)| {
+                let df = p.len() as f32;
+                (t.clone(), (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln())
+            })
+            .collect();
+        let mut exact = HashMap::new();
+        let mut by_tool: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut servers: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, t) in tools.iter().enumerate() {
+            let i = i as u32;
+            for key in [
+                t.name().to_owned(),
+                format!("{}/{}", t.server(), t.tool()),
+                format!("{}__{}", t.server(), t.tool()),
+            ] {
+                exact.entry(key.to_lowercase()).or_insert(i);
+            }
+            by_tool.entry(t.tool().to_lowercase()).or_default().push(i);
+            for w in text::words(t.server()) {
+                servers.entry(w).or_default().push(i);
+            }
+            servers
+                .entry(t.server().to_lowercase())
+                .or_default()
+                .push(i);
+        }
+        for list in servers.values_mut() {
+            list.dedup();
+        }
+        let tokens = (0..n).map(|_| OnceLock::new()).collect();
+        SearchIndex {
+            tools,
+            postings,
+            idf,
+            exact,
+            by_tool,
+            servers,
+            tokens,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn tool(&self, i: usize) -> &SanitizedTool {
+        &self.tools[i]
+    }
+
+    /// Tokens of a tool's schema as returned by a search (o200k_base).
+    pub fn schema_tokens(&self, i: usize) -> usize {
+        *self.tokens[i].get_or_init(|| tokens::count(&schema_text(&self.tools[i])))
+    }
+
+    /// Tools matching `query`, best first, at most `limit`, as (index, score).
+    pub fn rank(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
+        let query = clip(query);
+        // Each distinct query word contributes its best match per tool: the word itself,
+        // or one of its synonyms (weighted down, more so outside the name, and never more
+        // informative than the word asked for). Taking the best rather than the sum keeps a
+        // word with many synonyms from counting many times.
+        let n = self.tools.len();
+        let mut scores = vec![0f32; n];
+        let mut matched = vec![0u16; n];
+        let mut best = vec![0f32; n];
+        let mut touched: Vec<u32> = Vec::new();
+        let words = text::words(query);
+        let mut seen = std::collections::HashSet::new();
+        let mut distinct = 0u16;
+        for word in &words {
+            let Some(term) = text::term(word) else {
+                continue;
+            };
+            if !seen.insert(term.clone()) {
+                continue;
+            }
+            distinct += 1;
+            let own_idf = self.idf.get(&term).copied();
+            let candidates = std::iter::once((&term, 1.0, 1.0)).chain(
+                text::synonyms(&term)
+                    .iter()
+                    .map(|s| (s, SYNONYM_IN_NAME, SYNONYM_ELSEWHERE)),
+            );
+            for (t, in_name, elsewhere) in candidates {
+                let (Some(list), Some(&idf)) = (self.postings.get(t), self.idf.get(t)) else {
+                    continue;
+                };
+                let idf = own_idf.map_or(idf, |own| own.min(idf));
+                for &(doc, name, rest) in list {
+                    let tf = in_name * name + elsewhere * rest;
+                    let s = idf * tf * (K1 + 1.0) / (tf + K1);
+                    let b = &mut best[doc as usize];
+                    if *b == 0.0 {
+                        touched.push(doc);
+                    }
+                    *b = b.max(s);
+                }
+            }
+            for doc in touched.drain(..) {
+                let d = doc as usize;
+                scores[d] += best[d];
+                matched[d] += 1;
+                best[d] = 0.0;
+            }
+        }
+        // Tools that match more of the query's words rank higher (a coordination factor).
+        if distinct > 1 {
+            for (s, m) in scores.iter_mut().zip(&matched) {
+                *s *= 1.0 + COORDINATION * f32::from(*m) / f32::from(distinct);
+            }
+        }
+        for word in words.iter().collect::<std::collections::HashSet<_>>() {
+            if let Some(docs) = self.servers.get(word.as_str()) {
+                for &d in docs {
+                    scores[d as usize] *= SERVER_BOOST;
+                }
+            }
+        }
+        // A tool named exactly (alone or inside the query) goes first: by its model name
+        // or `server/tool`, then by the server's own tool name (shared names keep their order).
+        let lowered = query.trim().to_lowercase();
+        let top = scores.iter().copied().fold(0f32, f32::max);
+        let mut named: Vec<(u32, f32)> = Vec::new();
+        for candidate in std::iter::once(lowered.as_str()).chain(lowered.split_whitespace()) {
+            let candidate =
+                candidate.trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | ',' | '.' | '?'));
+            if let Some(&i) = self.exact.get(candidate) {
+                named.push((i, 2.0));
+            }
+            // A server's own tool name counts when it looks like an identifier or is the
+            // whole query: `create_issue` names a tool; `find` or `show` is just a word.
+            let identifier = candidate.contains(['_', '-']) || candidate.len() == lowered.len();
+            if identifier {
+                for &i in self.by_tool.get(candidate).into_iter().flatten() {
+                    named.push((i, 1.0));
+                }
+            }
+        }
+        for (i, tier) in named {
+            let s = &mut scores[i as usize];
+            *s = s.max(top * tier + 1000.0 * tier + *s);
+        }
+        let mut ranked: Vec<(usize, f32)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.tools[a.0].name().cmp(self.tools[b.0].name()))
+        });
+        if let Some(&(_, best)) = ranked.first() {
+            ranked.retain(|&(_, s)| s >= best * MIN_RELATIVE_SCORE);
+        }
+        ranked.truncate(limit);
+        ranked
+    }
+}
+
+/// The query, cut to [`MAX_QUERY_BYTES`] at a char boundary.
+fn clip(query: &str) -> &str {
+    if query.len() <= MAX_QUERY_BYTES {
+        return query;
+    }
+    let mut end = MAX_QUERY_BYTES;
+    while !query.is_char_boundary(end) {
+        end -= 1;
+    }
+    &query[..end]
+}
+
+/// A tool's terms per field, in [`FIELDS`] order.
+fn fields(t: &SanitizedTool) -> [Vec<String>; 5] {
+    let name = text::terms(t.tool());
+    let title = t
+        .hints()
+        .title
+        .as_deref()
+        .map(text::terms)
+        .unwrap_or_default();
+    let server = text::terms(t.server());
+    let description = text::terms(t.description());
+    let mut params = Vec::new();
+    if let Some(props) = t
+        .input_schema()
+        .get("properties")
+        .and_then(Value::as_object)
+    {
+        for (k, v) in props {
+            params.extend(text::terms(k));
+            if let Some(d) = v.get("description").and_then(Value::as_str) {
+                params.extend(text::terms(d));
+            }
+        }
+    }
+    [name, title, server, description, params]
+}
+
+/// A tool as a search returns it: what a model needs to call it.
+pub fn schema_json(t: &SanitizedTool) -> Value {
+    serde_json::json!({"name": t.name(), "description": t.description(), "input_schema": t.input_schema()})
+}
+
+pub fn schema_text(t: &SanitizedTool) -> String {
+    schema_json(t).to_string()
+}
+
+#[cfg(test)]
+mod tests;

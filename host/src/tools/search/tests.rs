@@ -1,0 +1,142 @@
+use serde_json::json;
+
+use super::*;
+use crate::guard::CachedTool;
+
+fn tool(server: &str, name: &str, description: &str, params: &[(&str, &str)]) -> SanitizedTool {
+    let props: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|(k, d)| (k.to_string(), json!({"type": "string", "description": d})))
+        .collect();
+    SanitizedTool::from_cache(CachedTool {
+        server: server.into(),
+        tool: name.into(),
+        name: format!("{server}__{name}"),
+        description: description.into(),
+        input_schema: json!({"type": "object", "properties": props}),
+        output_schema: None,
+        hints: Default::default(),
+        dropped: Vec::new(),
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn index() -> SearchIndex {
+    SearchIndex::new(vec![
+        tool(
+            "github",
+            "create_issue",
+            "Create a new issue in a GitHub repository",
+            &[("title", "Issue title"), ("body", "Issue body")],
+        ),
+        tool(
+            "github",
+            "list_issues",
+            "List issues in a GitHub repository",
+            &[("state", "open or closed")],
+        ),
+        tool(
+            "gitlab",
+            "create_issue",
+            "Create a new issue in a GitLab project",
+            &[("title", "Issue title")],
+        ),
+        tool(
+            "slack",
+            "slack_post_message",
+            "Post a new message to a Slack channel",
+            &[("channel_id", "The channel"), ("text", "Message text")],
+        ),
+        tool(
+            "filesystem",
+            "read_text_file",
+            "Read the complete contents of a file as text",
+            &[("path", "File path")],
+        ),
+        tool(
+            "filesystem",
+            "move_file",
+            "Move or rename files and directories",
+            &[("source", ""), ("destination", "")],
+        ),
+        tool(
+            "time",
+            "get_current_time",
+            "Get current time in a specific timezone",
+            &[("timezone", "IANA timezone name")],
+        ),
+    ])
+}
+
+fn top(ix: &SearchIndex, q: &str, n: usize) -> Vec<String> {
+    ix.rank(q, n)
+        .into_iter()
+        .map(|(i, _)| ix.tool(i).name().to_owned())
+        .collect()
+}
+
+#[test]
+fn ranks_by_meaning_words() {
+    let ix = index();
+    assert_eq!(
+        top(&ix, "open a bug ticket on github", 1),
+        ["github__create_issue"]
+    );
+    assert_eq!(
+        top(&ix, "send a chat message to the team channel", 1),
+        ["slack__slack_post_message"]
+    );
+    assert_eq!(
+        top(&ix, "what time is it in Tokyo", 1),
+        ["time__get_current_time"]
+    );
+    assert_eq!(top(&ix, "rename a document", 1), ["filesystem__move_file"]);
+}
+
+#[test]
+fn exact_names_go_first() {
+    let ix = index();
+    assert_eq!(
+        top(&ix, "gitlab__create_issue", 1),
+        ["gitlab__create_issue"]
+    );
+    assert_eq!(top(&ix, "gitlab/create_issue", 1), ["gitlab__create_issue"]);
+    let both = top(&ix, "create_issue", 2);
+    assert!(
+        both.contains(&"github__create_issue".to_owned())
+            && both.contains(&"gitlab__create_issue".to_owned())
+    );
+    assert_eq!(
+        top(&ix, "I need `time__get_current_time` please", 1),
+        ["time__get_current_time"]
+    );
+}
+
+#[test]
+fn naming_a_server_prefers_its_tools() {
+    let ix = index();
+    assert_eq!(
+        top(&ix, "create an issue in gitlab", 1),
+        ["gitlab__create_issue"]
+    );
+}
+
+#[test]
+fn bad_queries_give_nothing_and_do_not_panic() {
+    let ix = index();
+    for q in ["", "   ", "!!!???", "🦀🦀🦀", "the of and"] {
+        assert!(ix.rank(q, 5).is_empty(), "{q:?}");
+    }
+    let huge = "file ".repeat(200_000);
+    assert!(!ix.rank(&huge, 5).is_empty());
+    assert!(SearchIndex::new(Vec::new()).rank("anything", 5).is_empty());
+}
+
+#[test]
+fn ties_break_by_name_so_ranking_is_stable() {
+    let ix = SearchIndex::new(vec![
+        tool("b", "same", "identical", &[]),
+        tool("a", "same", "identical", &[]),
+    ]);
+    assert_eq!(top(&ix, "identical", 2), ["a__same", "b__same"]);
+}

@@ -1,0 +1,235 @@
+//! `ToolSearch`: the built-in `tool_search` tool as a session sees it. It ranks the
+//! catalog (cached schemas; servers without a cache entry are discovered, concurrently,
+//! each under its own deadline), returns schemas best first until the next one would not
+//! fit in the reserve, says so in the `FOUND` text, and remembers what was found: those
+//! tools are directly callable for the rest of the session.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::guard::SanitizedTool;
+use crate::mcp::client::Session;
+use crate::tools::search::{self, MAX_MATCHES, SearchIndex};
+
+/// The built-in tool's name (no server tool may take it).
+pub const TOOL_SEARCH: &str = "tool_search";
+
+/// The built-in tool's definition, always in the prompt with its full schema.
+pub fn definition() -> Value {
+    json!({
+        "name": TOOL_SEARCH,
+        "description": "Find tools by what they do. The tools listed by name only have no schema yet: \
+            describe the task in plain words (for example \"create a GitHub issue\" or \"read a PDF\"), or give a \
+            tool's exact name. Matching tools' schemas are returned and those tools become callable.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What the tool should do, or a tool's name"}},
+            "required": ["query"]
+        }
+    })
+}
+
+/// What one search returns: the `FOUND` text, the schemas, and the names that matched
+/// but did not fit.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchReply {
+    pub query: String,
+    /// The text the model reads first.
+    pub found: String,
+    pub tools: Vec<Returned>,
+    /// Names that matched but did not fit in the reserve, best first.
+    pub not_fitted: Vec<String>,
+    /// One line per server that could not be searched.
+    pub unavailable: Vec<String>,
+    pub reserve: usize,
+}
+
+/// A returned tool, with its schema.
+#[derive(Debug, Clone, Serialize)]
+pub struct Returned {
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+    pub score: f32,
+    pub tokens: usize,
+    pub schema: Value,
+}
+
+impl SearchReply {
+    /// The reply as the model receives it: the `FOUND` text, then one schema per line.
+    pub fn text(&self) -> String {
+        let mut out = self.found.clone();
+        for t in &self.tools {
+            out.push('\n');
+            out.push_str(&t.schema.to_string());
+        }
+        out
+    }
+}
+
+/// The session's search state: the index (rebuilt only when the catalog changes) and
+/// the tools found so far.
+pub struct ToolSearch {
+    reserve: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    index: Option<(u64, Arc<SearchIndex>, Vec<String>)>,
+    found: BTreeMap<String, SanitizedTool>,
+}
+
+impl ToolSearch {
+    /// A search that returns at most `reserve` tokens of schema per call.
+    pub fn new(reserve: usize) -> ToolSearch {
+        ToolSearch {
+            reserve,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Tools found in this session, callable by name, with their schemas.
+    pub fn found(&self) -> Vec<SanitizedTool> {
+        self.lock().found.values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index for the session's current catalog, building it if the catalog changed.
+    async fn index(&self, session: &Session) -> (Arc<SearchIndex>, Vec<String>) {
+        let generation = session.generation();
+        if let Some((g, index, unavailable)) = &self.lock().index
+            && *g == generation
+        {
+            return (index.clone(), unavailable.clone());
+        }
+        let catalog = session.catalog().await;
+        let unavailable: Vec<String> = catalog
+            .failures
+            .iter()
+            .map(|e| crate::text::shown_message(&e.to_string()))
+            .collect();
+        let tools = catalog.tools;
+        let index = match tokio::task::spawn_blocking(move || SearchIndex::new(tools)).await {
+            Ok(i) => Arc::new(i),
+            Err(_) => Arc::new(SearchIndex::new(Vec::new())),
+        };
+        // Discovery bumps the generation; store the one after it, which describes this catalog.
+        self.lock().index = Some((session.generation(), index.clone(), unavailable.clone()));
+        (index, unavailable)
+    }
+
+    /// Runs one search.
+    pub async fn search(&self, session: &Session, query: &str) -> SearchReply {
+        let (index, unavailable) = self.index(session).await;
+        let query_shown = crate::text::shown(query);
+        let ranked = index.rank(query, MAX_MATCHES);
+        let mut tools = Vec::new();
+        let mut not_fitted = Vec::new();
+        let mut used = 0usize;
+        for &(i, score) in &ranked {
+            let t = index.tool(i);
+            let tokens = index.schema_tokens(i);
+            if not_fitted.is_empty() && used + tokens <= self.reserve {
+                used += tokens;
+                tools.push(Returned {
+                    name: t.name().into(),
+                    server: t.server().into(),
+                    tool: t.tool().into(),
+                    score,
+                    tokens,
+                    schema: search::schema_json(t),
+                });
+            } else {
+                not_fitted.push(format!("{} ({tokens} tokens)", t.name()));
+            }
+        }
+        {
+            let mut state = self.lock();
+            for r in &tools {
+                if let Some(&(i, _)) = ranked.iter().find(|(i, _)| index.tool(*i).name() == r.name)
+                {
+                    state.found.insert(r.name.clone(), index.tool(i).clone());
+                }
+            }
+        }
+        let found = found_text(
+            &query_shown,
+            query,
+            &tools,
+            &not_fitted,
+            &unavailable,
+            index.len(),
+            self.reserve,
+        );
+        SearchReply {
+            query: query.to_owned(),
+            found,
+            tools,
+            not_fitted,
+            unavailable,
+            reserve: self.reserve,
+        }
+    }
+}
+
+/// The `FOUND` text: what matched, that the schemas follow and the tools are now
+/// callable, what did not fit, and which servers could not be searched.
+fn found_text(
+    shown: &str,
+    query: &str,
+    tools: &[Returned],
+    not_fitted: &[String],
+    unavailable: &[String],
+    catalog: usize,
+    reserve: usize,
+) -> String {
+    let mut out = String::new();
+    let matched = tools.len() + not_fitted.len();
+    if query.trim().is_empty() {
+        out.push_str("The query is empty. Describe what the tool should do, for example \"send a Slack message\", or give a tool's exact name.");
+    } else if catalog == 0 {
+        out.push_str("No tools are available to search: no MCP server provided any.");
+    } else if matched == 0 {
+        out.push_str(&format!(
+            "No tool matches {shown}. Rephrase with the action and the thing acted on (for example \"delete a file\", \"list calendar events\"), or name the service (github, slack, postgres)."
+        ));
+    } else if tools.is_empty() {
+        out.push_str(&format!(
+            "{matched} tools match {shown}, but none fits in this search's budget of {reserve} tokens: {}. Search again more narrowly, for example by one tool's exact name.",
+            not_fitted.join(", ")
+        ));
+    } else {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let plural = if matched == 1 { "" } else { "s" };
+        if tools.len() == 1 {
+            out.push_str(&format!(
+                "Found {matched} tool{plural} matching {shown}. The schema of the best match follows; it is now callable directly by name: {}.",
+                names[0]
+            ));
+        } else {
+            out.push_str(&format!(
+                "Found {matched} tool{plural} matching {shown}. The schemas of these {} follow, best match first; they are now callable directly by name: {}.",
+                tools.len(),
+                names.join(", ")
+            ));
+        }
+        if !not_fitted.is_empty() {
+            out.push_str(&format!(
+                " {} more matched but did not fit in this search's budget of {reserve} tokens: {}. Search again by name to get one of them.",
+                not_fitted.len(),
+                not_fitted.join(", ")
+            ));
+        }
+    }
+    for u in unavailable {
+        out.push_str(&format!("\nNot searched: {u}"));
+    }
+    out
+}

@@ -1,0 +1,130 @@
+//! `tool_search` through the session and the CLI: names in the prompt, schemas on
+//! search, the reserve, the found set, and bad queries.
+
+use edgar_host::tools::prompt::prompt_tools;
+use edgar_host::tools::search_tool::{TOOL_SEARCH, ToolSearch};
+use edgar_tests::run;
+use serde_json::json;
+
+use crate::mcp_stdio::{Harness, spec};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+#[tokio::test]
+async fn the_prompt_has_names_until_a_search_finds_schemas() {
+    let mut silent = spec("silent", FAKE, &["silent"], &[]);
+    silent.startup_timeout = std::time::Duration::from_millis(500);
+    let h = Harness::new(vec![spec("fake", FAKE, &["good"], &[]), silent]);
+    let search = ToolSearch::new(3000);
+    let before = prompt_tools(&h.session, &search).await;
+    assert_eq!(before.definitions.len(), 1);
+    assert_eq!(before.definitions[0]["name"], TOOL_SEARCH);
+    assert_eq!(before.names.len(), 5);
+    assert_eq!(before.unavailable.len(), 1, "{:?}", before.unavailable);
+
+    let reply = search.search(&h.session, "add two integers").await;
+    assert_eq!(
+        reply.tools.first().map(|t| t.name.as_str()),
+        Some("fake__add"),
+        "{}",
+        reply.found
+    );
+    assert!(
+        reply.found.contains("now callable directly by name"),
+        "{}",
+        reply.found
+    );
+    assert!(
+        reply.found.contains("Not searched: MCP server 'silent'"),
+        "{}",
+        reply.found
+    );
+    let after = prompt_tools(&h.session, &search).await;
+    assert!(
+        after
+            .definitions
+            .iter()
+            .any(|d| d["name"] == "fake__add" && d["input_schema"]["type"] == "object")
+    );
+    h.close().await;
+}
+
+#[test]
+fn cli_prints_what_the_model_receives() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        h.path().join(".mcp.json"),
+        json!({"mcpServers": {"fake": {"command": FAKE, "args": ["good"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["tool-search", "echo some text back", "--json"],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v = r.json();
+    assert_eq!(v["tools"][0]["name"], "fake__echo");
+    assert!(v["tools"][0]["score"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(v["tools"][0]["tokens"].as_u64().unwrap_or(0) > 10);
+    assert!(v["found"].as_str().unwrap_or_default().starts_with("Found"));
+
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["tool-search", "echo", "--reserve", "5", "--json"],
+        b"",
+    );
+    let v = r.json();
+    assert_eq!(v["tools"], json!([]));
+    assert!(
+        v["not_fitted"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("fake__echo ("),
+        "{v}"
+    );
+    assert!(
+        v["found"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("none fits"),
+        "{v}"
+    );
+
+    for (query, expect) in [
+        ("", "The query is empty"),
+        ("?!?!", "No tool matches"),
+        ("🦀🦀", "No tool matches"),
+    ] {
+        let r = run(EDGAR, h.path(), &["tool-search", query], b"");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(r.stdout.starts_with(expect), "{query:?}: {}", r.stdout);
+        assert!(r.stdout.len() < 400);
+    }
+    let long = "add ".repeat(25_000);
+    let r = run(EDGAR, h.path(), &["tool-search", &long], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("fake__add"),
+        "{}",
+        &r.stdout[..r.stdout.len().min(300)]
+    );
+    assert!(r.stdout.len() < 5000, "the query is not echoed in full");
+}
+
+#[test]
+fn an_empty_catalog_says_so() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(h.path().join(".mcp.json"), r#"{"mcpServers": {}}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(EDGAR, h.path(), &["tool-search", "anything"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("No tools are available"),
+        "{}",
+        r.stdout
+    );
+}
