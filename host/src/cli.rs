@@ -20,6 +20,12 @@ pub enum Command {
     /// Manage and use MCP servers.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Store a provider's API key in the OS keyring (read without echo, or from stdin).
+    Login { provider: String },
+    /// Erase a provider's stored key.
+    Logout { provider: String },
+    /// Which key source wins for each provider, and why (keys masked).
+    Account { provider: Option<String> },
     /// Search the configured servers' tools, printing exactly what the model would receive.
     ToolSearch {
         query: String,

@@ -1,5 +1,6 @@
 //! Runs a parsed command: glue over the library, and the only place that prints.
 
+mod account;
 mod guard;
 mod mcp;
 mod search;
@@ -12,6 +13,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
+        Command::Login { provider } => account::login(&provider),
+        Command::Logout { provider } => account::logout(&provider),
+        Command::Account { provider } => account::account(provider.as_deref()),
         Command::ToolSearch {
             query,
             reserve,

@@ -4,6 +4,7 @@
 //! component, before the harness uses it. Nothing here starts a process, opens a
 //! socket or creates a WASM engine until a server's tool is first needed.
 
+pub mod auth;
 pub mod config;
 pub mod guard;
 pub mod mcp;

@@ -1,8 +1,10 @@
 //! One integration-test binary: the guard through real components, the MCP session
 //! against fake and real servers, and the `edgar` CLI.
 
+mod auth_cli;
 mod guard;
 mod guard_cli;
+mod loopback;
 mod mcp_cli;
 mod mcp_real;
 mod mcp_stdio;

@@ -1,0 +1,377 @@
+//! The loopback dance: a PKCE pair, a one-request loopback listener for the redirect,
+//! and `visit`, the only place that opens a browser (reachable only from commands a
+//! human runs). Over SSH, the redirected URL can be pasted back instead.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{AuthError, Secret};
+
+/// How long `listen` waits for the redirect by default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+/// The redirect path on the loopback listener.
+pub const REDIRECT_PATH: &str = "/callback";
+/// Largest request head read from the browser.
+const MAX_REQUEST_BYTES: usize = 16 << 10;
+/// How long one connection may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A PKCE pair (RFC 7636, S256 only). The verifier is a [`Secret`].
+#[derive(Debug)]
+pub struct Pkce {
+    pub verifier: Secret,
+    pub challenge: String,
+}
+
+/// The method edgar uses; `plain` is never offered.
+pub const PKCE_METHOD: &str = "S256";
+
+/// A fresh PKCE pair: 32 bytes from the OS random source, base64url (43 characters).
+pub fn pkce() -> Result<Pkce, AuthError> {
+    let verifier = random_token(32)?;
+    let challenge = challenge(&verifier);
+    Ok(Pkce {
+        verifier: Secret::new(verifier),
+        challenge,
+    })
+}
+
+/// `BASE64URL(SHA256(verifier))`, no padding (RFC 7636 §4.2).
+pub fn challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// A random `state` (or any other unguessable token): `n` OS-random bytes, base64url.
+pub fn random_token(n: usize) -> Result<String, AuthError> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| AuthError::Loopback(format!("the OS random source failed: {e}")))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The authorization server's answer on the redirect.
+#[derive(Debug)]
+pub struct Callback {
+    pub code: Secret,
+}
+
+/// A loopback listener on `127.0.0.1` that answers exactly one redirect.
+pub struct Loopback {
+    listener: TcpListener,
+    port: u16,
+}
+
+impl Loopback {
+    /// Binds `127.0.0.1` on `port`, or on one the OS picks. A configured port that is
+    /// taken fails at once rather than silently moving elsewhere (the redirect URI
+    /// registered with the server would no longer match).
+    pub async fn bind(port: Option<u16>) -> Result<Loopback, AuthError> {
+        let listener = TcpListener::bind(("127.0.0.1", port.unwrap_or(0))).await.map_err(|e| {
+            AuthError::Loopback(match port {
+                Some(p) => format!("cannot listen on 127.0.0.1:{p} for the sign-in redirect: {e} (is another sign-in running?)"),
+                None => format!("cannot listen on a loopback port: {e}"),
+            })
+        })?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| AuthError::Loopback(e.to_string()))?
+            .port();
+        Ok(Loopback { listener, port })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The redirect URI to register and send: `http://127.0.0.1:PORT/callback`.
+    pub fn redirect_uri(&self) -> String {
+        format!("http://127.0.0.1:{}{REDIRECT_PATH}", self.port)
+    }
+
+    /// Waits for the redirect: checks `state` (constant time), answers with a small
+    /// page, and closes, so a second request finds nothing listening. Requests for other
+    /// paths (a browser's `/favicon.ico`) get a 404 and the wait goes on.
+    pub async fn listen(self, state: &str, wait: Duration) -> Result<Callback, AuthError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let accepted = tokio::time::timeout_at(deadline, self.listener.accept())
+                .await
+                .map_err(|_| {
+                    AuthError::Loopback(format!(
+                        "no sign-in redirect arrived within {} s; run the command again",
+                        wait.as_secs()
+                    ))
+                })?;
+            let Ok((mut stream, _)) = accepted else {
+                continue;
+            };
+            let target = match tokio::time::timeout(REQUEST_TIMEOUT, read_target(&mut stream)).await
+            {
+                Ok(Ok(t)) => t,
+                _ => {
+                    let _ = respond(&mut stream, 400, "Bad request.").await;
+                    continue;
+                }
+            };
+            let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
+            if path != REDIRECT_PATH {
+                let _ = respond(&mut stream, 404, "Not the sign-in redirect.").await;
+                continue;
+            }
+            let result = check_redirect(query, state);
+            let page = match &result {
+                Ok(_) => (200, "Signed in to edgar. You can close this window."),
+                Err(_) => (
+                    400,
+                    "Sign-in failed; see the terminal for why. You can close this window.",
+                ),
+            };
+            let _ = respond(&mut stream, page.0, page.1).await;
+            return result;
+        }
+    }
+}
+
+/// Checks a redirect's query (from the loopback or a pasted URL): `error=` from the
+/// authorization server, then `state`, then `code`.
+pub fn check_redirect(query: &str, state: &str) -> Result<Callback, AuthError> {
+    let params = parse_query(query);
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    if let Some(error) = get("error") {
+        let description = get("error_description")
+            .map(|d| format!(": {}", crate::text::shown_message(d)))
+            .unwrap_or_default();
+        return Err(AuthError::Redirect(format!(
+            "the authorization server answered {}{description}",
+            crate::text::shown(error)
+        )));
+    }
+    match get("state") {
+        None => {
+            return Err(AuthError::Redirect(
+                "the redirect has no state; refusing it".into(),
+            ));
+        }
+        Some(s) if !constant_time_eq(s.as_bytes(), state.as_bytes()) => {
+            return Err(AuthError::Redirect(
+                "the redirect's state does not match this sign-in; refusing it".into(),
+            ));
+        }
+        Some(_) => {}
+    }
+    match get("code") {
+        Some(code) if !code.is_empty() => Ok(Callback {
+            code: Secret::new(code),
+        }),
+        _ => Err(AuthError::Redirect(
+            "the redirect has no authorization code".into(),
+        )),
+    }
+}
+
+/// Reads a pasted redirect URL (`http://127.0.0.1:PORT/callback?code=...&state=...`)
+/// and checks it like the loopback would.
+pub fn check_pasted(url: &str, state: &str) -> Result<Callback, AuthError> {
+    let url = url.trim();
+    let query = url
+        .split_once('?')
+        .map(|(_, q)| q.split('#').next().unwrap_or(q));
+    match query {
+        Some(q) => check_redirect(q, state),
+        None => Err(AuthError::Redirect(
+            "that is not the redirected URL (it has no query)".into(),
+        )),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The request target of an HTTP request, reading no more than the head.
+async fn read_target(stream: &mut TcpStream) -> Result<String, ()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).await.map_err(|_| ())?;
+        if n == 0 || buf.len() + n > MAX_REQUEST_BYTES {
+            return Err(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf);
+    let line = head.lines().next().ok_or(())?;
+    let mut parts = line.split(' ');
+    match (parts.next(), parts.next()) {
+        (Some("GET"), Some(target)) => Ok(target.to_owned()),
+        _ => Err(()),
+    }
+}
+
+async fn respond(stream: &mut TcpStream, status: u16, message: &str) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        _ => "Bad Request",
+    };
+    let body = format!("<!doctype html><title>edgar</title><p>{message}</p>\n");
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// `application/x-www-form-urlencoded` pairs, percent-decoded.
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// How `visit` showed the URL.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Visit {
+    /// A browser was started.
+    Opened,
+    /// No browser here (no display, an SSH session, or `--no-browser`): the URL was printed.
+    Printed,
+}
+
+/// Opens `url` in the system browser, without a shell, or prints it where there is no
+/// browser. Only `http`/`https` URLs are accepted. Call it only from a command a human
+/// runs, never from a model's turn.
+pub fn visit(url: &str, no_browser: bool) -> Result<Visit, AuthError> {
+    if !(url.starts_with("https://") || url.starts_with("http://"))
+        || url.chars().any(char::is_control)
+    {
+        return Err(AuthError::Redirect(format!(
+            "refusing to open {}: not an http(s) URL",
+            crate::text::shown(url)
+        )));
+    }
+    let headless = std::env::var_os("SSH_CONNECTION").is_some()
+        || (cfg!(target_os = "linux")
+            && std::env::var_os("DISPLAY").is_none()
+            && std::env::var_os("WAYLAND_DISPLAY").is_none());
+    if !no_browser && !headless {
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
+        let started = std::process::Command::new(opener)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if started.is_ok() {
+            return Ok(Visit::Opened);
+        }
+    }
+    Ok(Visit::Printed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc7636_appendix_b() {
+        assert_eq!(
+            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn fresh_pairs_are_long_unreserved_and_distinct() {
+        let a = pkce().unwrap_or_else(|e| panic!("{e}"));
+        let b = pkce().unwrap_or_else(|e| panic!("{e}"));
+        let v = a.verifier.expose();
+        assert!(
+            v.len() >= 43
+                && v.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-._~".contains(&c))
+        );
+        assert_ne!(a.verifier, b.verifier);
+        assert_eq!(a.challenge, challenge(v));
+        assert!(!format!("{a:?}").contains(v));
+    }
+
+    #[test]
+    fn redirect_checks() {
+        assert!(check_redirect("code=abc&state=s1", "s1").is_ok());
+        let e = |q: &str| {
+            check_redirect(q, "s1")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(e("code=abc&state=s2").contains("does not match"));
+        assert!(e("code=abc").contains("no state"));
+        assert!(
+            e("error=access_denied&error_description=User+said+no&state=s1")
+                .contains("'access_denied': User said no")
+        );
+        assert!(e("state=s1").contains("no authorization code"));
+        assert!(
+            check_pasted("http://127.0.0.1:1/callback?code=c%2B1&state=s1", "s1")
+                .is_ok_and(|c| c.code.expose() == "c+1")
+        );
+    }
+
+    #[test]
+    fn visit_refuses_other_schemes() {
+        for bad in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "https://x\n--arg",
+        ] {
+            assert!(visit(bad, true).is_err(), "{bad}");
+        }
+        assert_eq!(
+            visit("https://example.com/authorize", true).ok(),
+            Some(Visit::Printed)
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! Where a secret lives: the OS keyring (a cargo feature, on by default), or a file the
+//! user explicitly opted into, or memory (tests). `available` says honestly why there is
+//! no store; there is never a silent fallback to plain text.
+//!
+//! Every keyring call runs on a blocking thread with a timeout: a locked keyring can wait
+//! for a password prompt for ever.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{AuthError, Secret};
+
+/// The keyring service every edgar secret is stored under.
+pub const SERVICE: &str = "edgar";
+/// Longest a keyring call may take.
+const KEYRING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest secret stored (a JWT with claims fits; Windows caps entries at 2,560 bytes, so
+/// tokens are stored one per entry, never combined).
+const MAX_SECRET_BYTES: usize = 64 << 10;
+
+/// Which store to use.
+#[derive(Debug, Clone)]
+pub enum Store {
+    /// The OS keyring (Secret Service on Linux).
+    Keyring,
+    /// A 0600 JSON file, chosen explicitly in config for headless machines.
+    File(PathBuf),
+    /// In memory, for tests and for a session that must not persist anything.
+    Memory(Arc<Mutex<HashMap<String, String>>>),
+}
+
+impl Store {
+    /// Where secrets go, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Keyring => format!("the OS keyring (service \"{SERVICE}\")"),
+            Store::File(p) => format!("the file {}", p.display()),
+            Store::Memory(_) => "memory (not kept)".into(),
+        }
+    }
+
+    pub fn memory() -> Store {
+        Store::Memory(Arc::default())
+    }
+
+    /// `Ok` when secrets can be stored; otherwise why not, in words a user can act on.
+    pub async fn available(&self) -> Result<(), AuthError> {
+        match self {
+            Store::Keyring => keyring_available().await,
+            Store::File(path) => {
+                tracing::warn!(path = %path.display(), "secrets are stored in a plain file, as configured (credential_store = \"file\")");
+                Ok(())
+            }
+            Store::Memory(_) => Ok(()),
+        }
+    }
+
+    pub async fn read(&self, key: &str) -> Result<Option<Secret>, AuthError> {
+        match self {
+            Store::Keyring => keyring_call(key, Op::Read).await,
+            Store::File(path) => Ok(file::load(path)?.remove(key).map(Secret::new)),
+            Store::Memory(m) => Ok(lock(m).get(key).cloned().map(Secret::new)),
+        }
+    }
+
+    pub async fn write(&self, key: &str, secret: &Secret) -> Result<(), AuthError> {
+        if secret.expose().len() > MAX_SECRET_BYTES {
+            return Err(AuthError::Store(format!(
+                "a secret over {MAX_SECRET_BYTES} bytes is not stored"
+            )));
+        }
+        match self {
+            Store::Keyring => keyring_call(key, Op::Write(secret.clone()))
+                .await
+                .map(|_| ()),
+            Store::File(path) => {
+                let mut all = file::load(path)?;
+                all.insert(key.to_owned(), secret.expose().to_owned());
+                file::save(path, &all)
+            }
+            Store::Memory(m) => {
+                lock(m).insert(key.to_owned(), secret.expose().to_owned());
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes the secret and checks it is really gone.
+    pub async fn erase(&self, key: &str) -> Result<(), AuthError> {
+        match self {
+            Store::Keyring => {
+                keyring_call(key, Op::Erase).await?;
+            }
+            Store::File(path) => {
+                let mut all = file::load(path)?;
+                if all.remove(key).is_some() {
+                    file::save(path, &all)?;
+                }
+            }
+            Store::Memory(m) => {
+                lock(m).remove(key);
+            }
+        }
+        match self.read(key).await? {
+            None => Ok(()),
+            Some(_) => Err(AuthError::Store(format!(
+                "the secret '{key}' is still there after deleting it"
+            ))),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+enum Op {
+    Read,
+    Write(Secret),
+    Erase,
+}
+
+#[cfg(feature = "keyring")]
+async fn keyring_available() -> Result<(), AuthError> {
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none()
+        && !std::path::Path::new(&format!(
+            "/run/user/{}/bus",
+            rustix::process::getuid().as_raw()
+        ))
+        .exists()
+    {
+        return Err(AuthError::NoStore(
+            "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset), so no Secret Service keyring; \
+             run inside a desktop session or start gnome-keyring, or set credential_store = \"file\" in config"
+                .into(),
+        ));
+    }
+    let status = blocking(|| match keyring::Entry::store_status() {
+        Ok(()) => Ok(()),
+        Err(e) => Err(describe(e)),
+    })
+    .await?;
+    status.map_err(AuthError::NoStore)
+}
+
+#[cfg(not(feature = "keyring"))]
+async fn keyring_available() -> Result<(), AuthError> {
+    Err(AuthError::NoStore(
+        "this edgar was built without the `keyring` feature".into(),
+    ))
+}
+
+#[cfg(feature = "keyring")]
+async fn keyring_call(key: &str, op: Op) -> Result<Option<Secret>, AuthError> {
+    keyring_available().await?;
+    let key = key.to_owned();
+    let result = blocking(move || {
+        let entry = keyring::Entry::new(SERVICE, &key).map_err(|e| describe(&e))?;
+        match op {
+            Op::Read => match entry.get_password() {
+                Ok(v) => Ok(Some(Secret::new(v))),
+                Err(keyring::Error::NoEntry) => Ok(None),
+                Err(e) => Err(describe(&e)),
+            },
+            Op::Write(s) => entry
+                .set_password(s.expose())
+                .map(|()| None)
+                .map_err(|e| describe(&e)),
+            Op::Erase => match entry.delete_credential() {
+                Ok(()) | Err(keyring::Error::NoEntry) => Ok(None),
+                Err(e) => Err(describe(&e)),
+            },
+        }
+    })
+    .await?;
+    result.map_err(AuthError::Store)
+}
+
+#[cfg(not(feature = "keyring"))]
+async fn keyring_call(_key: &str, _op: Op) -> Result<Option<Secret>, AuthError> {
+    keyring_available().await.map(|()| None)
+}
+
+/// A keyring error in words, without anything secret (keyring errors carry none).
+#[cfg(feature = "keyring")]
+fn describe(e: &keyring::Error) -> String {
+    match e {
+        keyring::Error::NoStorageAccess(_) => {
+            "the keyring refused access (is it locked? an unlock prompt cannot be shown here)"
+                .into()
+        }
+        keyring::Error::NoDefaultStore => {
+            "no Secret Service provider answered on the session bus".into()
+        }
+        keyring::Error::PlatformFailure(inner) => {
+            let text = inner.to_string();
+            if text.contains("ServiceUnknown") || text.contains("org.freedesktop.secrets") {
+                "no Secret Service provider (gnome-keyring, KeePassXC, KWallet) runs on the session bus".into()
+            } else {
+                format!("the keyring failed: {}", crate::text::shown_message(&text))
+            }
+        }
+        other => crate::text::shown_message(&other.to_string()),
+    }
+}
+
+#[cfg(feature = "keyring")]
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AuthError> {
+    match tokio::time::timeout(KEYRING_TIMEOUT, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(AuthError::Store(format!("the keyring task failed: {e}"))),
+        Err(_) => Err(AuthError::Store(format!(
+            "the keyring did not answer within {} s (a locked keyring waiting for a password prompt?)",
+            KEYRING_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// The explicit opt-in file store: one JSON object, mode 0600, atomic writes.
+mod file {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use crate::auth::AuthError;
+
+    pub fn load(path: &Path) -> Result<HashMap<String, String>, AuthError> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                AuthError::Store(format!(
+                    "{} is not a valid secrets file: {e}",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
+            Err(e) => Err(AuthError::Store(format!(
+                "cannot read {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    pub fn save(path: &Path, all: &HashMap<String, String>) -> Result<(), AuthError> {
+        use std::os::unix::fs::PermissionsExt;
+        let bytes = serde_json::to_vec(all).map_err(|e| AuthError::Store(e.to_string()))?;
+        crate::paths::write_atomic(path, &bytes)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
+            .map_err(|e| AuthError::Store(format!("cannot write {}: {e}", path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_and_file_stores_round_trip_and_erase() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for store in [Store::memory(), Store::File(d.path().join("secrets.json"))] {
+            store.available().await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(store.read("k").await.ok().flatten(), None);
+            store
+                .write("k", &Secret::new("v1"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            store
+                .write("k", &Secret::new("v2"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                store.read("k").await.ok().flatten(),
+                Some(Secret::new("v2"))
+            );
+            store.erase("k").await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(store.read("k").await.ok().flatten(), None);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(d.path().join("secrets.json"))
+            .map(|m| m.permissions().mode() & 0o777)
+            .ok();
+        assert_eq!(mode, Some(0o600));
+    }
+}

@@ -1,0 +1,110 @@
+//! `edgar login`, `edgar logout`, `edgar account`: provider keys. No key is ever printed.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use edgar_host::auth::Secret;
+use edgar_host::auth::keys::Keys;
+use edgar_host::paths;
+
+use super::mcp::runtime;
+
+fn keys() -> anyhow::Result<Keys> {
+    Ok(Keys::load(paths::config_dir().as_deref())?)
+}
+
+pub fn login(provider: &str) -> anyhow::Result<ExitCode> {
+    let keys = keys()?;
+    let env = keys.provider(provider).env;
+    let key = read_key(&format!("API key for {provider}: "))?;
+    runtime()?.block_on(keys.login(provider, &key))?;
+    println!("stored the key for {provider} in {}", keys.store.describe());
+    if std::env::var_os(&env).is_some() {
+        println!("note: {env} is set in this shell and takes precedence over the stored key");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn logout(provider: &str) -> anyhow::Result<ExitCode> {
+    let keys = keys()?;
+    runtime()?.block_on(keys.logout(provider))?;
+    println!("erased the stored key for {provider}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn account(provider: Option<&str>) -> anyhow::Result<ExitCode> {
+    let keys = keys()?;
+    let names: Vec<String> = match provider {
+        Some(p) => vec![p.to_owned()],
+        None => keys.configured().map(|p| p.name.clone()).collect(),
+    };
+    if names.is_empty() {
+        println!(
+            "no providers configured; `edgar account NAME` checks one (its key is read from NAME_API_KEY)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rt = runtime()?;
+    let mut out = std::io::stdout().lock();
+    for name in names {
+        match rt.block_on(keys.sign_in(&name)) {
+            Ok((key, source)) => writeln!(out, "{name}: {} from {source}", key.masked())?,
+            Err(e) => writeln!(out, "{name}: {e}")?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A key from the terminal without echo, or the first line of piped stdin.
+fn read_key(prompt: &str) -> anyhow::Result<Secret> {
+    let stdin = std::io::stdin();
+    let line = if stdin.is_terminal() {
+        eprint!("{prompt}");
+        std::io::stderr().flush()?;
+        let line = without_echo(|| read_line(&stdin))?;
+        eprintln!();
+        line
+    } else {
+        read_line(&stdin)?
+    };
+    let key = line.trim();
+    if key.is_empty() {
+        bail!("no key given");
+    }
+    Ok(Secret::new(key))
+}
+
+fn read_line(stdin: &std::io::Stdin) -> anyhow::Result<String> {
+    let mut line = String::new();
+    stdin
+        .lock()
+        .take_line(&mut line)
+        .context("cannot read the key")?;
+    Ok(line)
+}
+
+trait TakeLine {
+    fn take_line(&mut self, buf: &mut String) -> std::io::Result<usize>;
+}
+
+impl<R: BufRead> TakeLine for R {
+    /// One line, at most 64 KiB.
+    fn take_line(&mut self, buf: &mut String) -> std::io::Result<usize> {
+        use std::io::Read;
+        self.take(64 << 10).read_line(buf)
+    }
+}
+
+/// Runs `f` with the terminal's echo off, restoring it afterwards.
+fn without_echo<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let fd = std::io::stdin();
+    let original = tcgetattr(&fd).context("cannot read the terminal settings")?;
+    let mut quiet = original.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&fd, OptionalActions::Now, &quiet).context("cannot turn off echo")?;
+    let result = f();
+    let _ = tcsetattr(&fd, OptionalActions::Now, &original);
+    result
+}

@@ -1,0 +1,118 @@
+//! The real loopback listener, driven by a real HTTP client (curl).
+
+use std::time::{Duration, Instant};
+
+use edgar_host::auth::oauth::Loopback;
+
+/// `curl` against `url`: (exit code, HTTP status, body). Exit 7 means nothing listened.
+async fn curl(url: String) -> (i32, String, String) {
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "--max-time",
+            "5",
+            &url,
+        ])
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("curl is missing ({e}); the tests use it as a real HTTP client")
+        });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        out.status.code().unwrap_or(-1),
+        status.to_owned(),
+        body.to_owned(),
+    )
+}
+
+async fn run(query: &str, wait: Duration) -> (Result<String, String>, (i32, String, String), Port) {
+    let lb = Loopback::bind(None).await.unwrap_or_else(|e| panic!("{e}"));
+    let base = lb.redirect_uri();
+    let port = lb.port();
+    let listen = tokio::spawn(async move { lb.listen("the-state", wait).await });
+    let client = curl(format!("{base}?{query}")).await;
+    let result = listen
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|c| c.code.expose().to_owned())
+        .map_err(|e| e.to_string());
+    (result, client, Port(port))
+}
+
+/// The port a finished listener used.
+struct Port(u16);
+
+#[tokio::test]
+async fn a_good_redirect_is_answered_once() {
+    let (result, (_, status, body), lb) =
+        run("code=the-code&state=the-state", Duration::from_secs(10)).await;
+    assert_eq!(result.as_deref(), Ok("the-code"));
+    assert_eq!(status, "200");
+    assert!(body.contains("You can close this window"), "{body}");
+    let (exit, _, _) = curl(format!(
+        "http://127.0.0.1:{}/callback?code=again&state=the-state",
+        lb.0
+    ))
+    .await;
+    assert_eq!(exit, 7, "a second request finds nothing listening");
+}
+
+#[tokio::test]
+async fn refusals_are_clear() {
+    for (query, expect) in [
+        ("code=c&state=wrong", "does not match"),
+        ("code=c", "no state"),
+        (
+            "error=access_denied&error_description=Nope&state=the-state",
+            "'access_denied': Nope",
+        ),
+    ] {
+        let (result, (_, status, _), _) = run(query, Duration::from_secs(10)).await;
+        let e = result.err().unwrap_or_default();
+        assert!(e.contains(expect), "{query}: {e}");
+        assert_eq!(status, "400", "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_path_gets_404_and_the_wait_goes_on() {
+    let lb = Loopback::bind(None).await.unwrap_or_else(|e| panic!("{e}"));
+    let port = lb.port();
+    let listen = tokio::spawn(async move { lb.listen("s", Duration::from_secs(10)).await });
+    let (_, status, _) = curl(format!("http://127.0.0.1:{port}/favicon.ico")).await;
+    assert_eq!(status, "404");
+    let (_, status, _) = curl(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).await;
+    assert_eq!(status, "200");
+    assert!(listen.await.unwrap_or_else(|e| panic!("{e}")).is_ok());
+}
+
+#[tokio::test]
+async fn a_wait_times_out() {
+    let lb = Loopback::bind(None).await.unwrap_or_else(|e| panic!("{e}"));
+    let t = Instant::now();
+    let e = lb
+        .listen("s", Duration::from_millis(300))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("no sign-in redirect arrived"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_taken_fixed_port_fails_at_once() {
+    let first = Loopback::bind(None).await.unwrap_or_else(|e| panic!("{e}"));
+    let e = Loopback::bind(Some(first.port()))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains(&format!("127.0.0.1:{}", first.port())), "{e}");
+}
