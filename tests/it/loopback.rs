@@ -116,3 +116,84 @@ async fn a_taken_fixed_port_fails_at_once() {
         .unwrap_or_default();
     assert!(e.contains(&format!("127.0.0.1:{}", first.port())), "{e}");
 }
+
+/// A tiny HTTP server on loopback answering every connection with `response`; returns its
+/// URL and how many requests it saw.
+async fn serve(response: Vec<u8>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = vec![0u8; 8192];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(&response).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    (format!("http://127.0.0.1:{port}/token"), hits)
+}
+
+#[tokio::test]
+async fn post_reads_json_and_never_follows_redirects() {
+    use edgar_host::auth::Secret;
+    use edgar_host::auth::oauth::post;
+    let body = r#"{"access_token":"at","token_type":"Bearer"}"#;
+    let ok = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (url, _) = serve(ok.into_bytes()).await;
+    let secret = Secret::new("client-secret-value");
+    let r = post(
+        &url,
+        &[("grant_type", "authorization_code")],
+        Some(("client id", &secret)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (r.status, r.json["access_token"].as_str()),
+        (200, Some("at"))
+    );
+
+    let (target, target_hits) =
+        serve(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec()).await;
+    let redirect = format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let (url, _) = serve(redirect.into_bytes()).await;
+    let e = post(&url, &[("code", "c")], None)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("not followed"), "{e}");
+    assert_eq!(target_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    let huge = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        3 << 20,
+        "x".repeat(3 << 20)
+    );
+    let (url, _) = serve(huge.into_bytes()).await;
+    let e = post(&url, &[], None)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("over 1048576 bytes"), "{e}");
+    assert!(!e.contains("client-secret-value"));
+
+    let e = post("http://example.com/token", &[], None)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("HTTPS is required"), "{e}");
+}

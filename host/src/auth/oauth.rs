@@ -267,6 +267,106 @@ fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
+/// Largest response body read from a token or registration endpoint.
+pub const MAX_TOKEN_RESPONSE_BYTES: usize = 1 << 20;
+/// Longest a token endpoint may take to answer.
+pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP client for authorization servers: redirects are never followed (a redirect
+/// from a token endpoint is an SSRF vector), TLS through rustls. Built on first use.
+pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(TOKEN_TIMEOUT)
+                .user_agent(concat!("edgar/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(|e| AuthError::Loopback(e.clone()))
+}
+
+/// An authorization server's answer to a form POST.
+#[derive(Debug)]
+pub struct PostResponse {
+    pub status: u16,
+    /// The body as JSON (`Null` when it is empty or not JSON).
+    pub json: serde_json::Value,
+}
+
+/// POSTs a form to a token endpoint with redirects disabled and the body size-limited.
+/// `basic` is HTTP Basic client authentication (RFC 6749 §2.3.1). Form values may be
+/// secrets; nothing of the request appears in an error.
+pub async fn post(
+    url: &str,
+    form: &[(&str, &str)],
+    basic: Option<(&str, &Secret)>,
+) -> Result<PostResponse, AuthError> {
+    if !(url.starts_with("https://")
+        || url.starts_with("http://127.0.0.1")
+        || url.starts_with("http://localhost"))
+    {
+        return Err(AuthError::Redirect(format!(
+            "refusing to send credentials to {}: HTTPS is required",
+            crate::text::shown(url)
+        )));
+    }
+    let mut request = http_client()?
+        .post(url)
+        .form(form)
+        .header("Accept", "application/json");
+    if let Some((id, secret)) = basic {
+        request = request.basic_auth(form_encode(id), Some(form_encode(secret.expose())));
+    }
+    let fail =
+        |what: String| AuthError::Loopback(format!("POST to {}: {what}", crate::text::shown(url)));
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| fail(e.without_url().to_string()))?;
+    let status = response.status().as_u16();
+    if response.status().is_redirection() {
+        return Err(fail(format!(
+            "the server answered a redirect ({status}); it is not followed"
+        )));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| fail(e.without_url().to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
+            return Err(fail(format!(
+                "the answer is over {MAX_TOKEN_RESPONSE_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    Ok(PostResponse { status, json })
+}
+
+/// `application/x-www-form-urlencoded` encoding, as RFC 6749 requires for Basic credentials.
+fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else if b == b' ' {
+            out.push('+');
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// How `visit` showed the URL.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Visit {
