@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use edgar_host::config::{Config, ServerSpec, Transport};
 use edgar_host::guard::{AdapterSource, ContentBlock, ToolOutput};
 use edgar_host::mcp::McpError;
-use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_host::mcp::client::{Session, SessionOptions, join_all};
 use edgar_tests::{is_dead, procs_with_tag};
 use serde_json::{Value, json};
 
@@ -183,30 +183,6 @@ async fn concurrent_calls_are_matched_by_id() {
         );
     }
     h.close().await;
-}
-
-/// Polls all futures together until every one is done; outputs in input order.
-pub async fn join_all<F: std::future::Future>(fs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut futures: Vec<_> = fs.into_iter().map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, slot) in futures.iter_mut().zip(out.iter_mut()) {
-            if slot.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *slot = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter().flatten().collect()
 }
 
 #[tokio::test]

@@ -305,7 +305,7 @@ impl Session {
 
     async fn discover_many(&self, names: &[String]) -> (Vec<SanitizedTool>, Vec<McpError>) {
         let futures = names.iter().map(|n| self.tools(n));
-        let results = futures_join_all(futures).await;
+        let results = join_all(futures).await;
         let mut tools = Vec::new();
         let mut failures = Vec::new();
         for r in results {
@@ -749,7 +749,7 @@ impl Session {
                 r.transport.lock().await.close().await;
             }
         });
-        futures_join_all(closes).await;
+        join_all(closes).await;
     }
 }
 
@@ -898,8 +898,9 @@ fn with_tail(e: McpError, tail: &str) -> McpError {
     }
 }
 
-/// Awaits all futures concurrently (a tiny `join_all`, to avoid a dependency).
-async fn futures_join_all<F: std::future::Future>(
+/// Awaits all futures concurrently, outputs in input order (a tiny `join_all`, to avoid
+/// a dependency).
+pub async fn join_all<F: std::future::Future>(
     futures: impl IntoIterator<Item = F>,
 ) -> Vec<F::Output> {
     let mut pinned: Vec<_> = futures.into_iter().map(Box::pin).collect();
