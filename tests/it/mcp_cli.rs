@@ -253,3 +253,47 @@ fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
         .unwrap_or(0);
     assert_eq!(files, 2, "the old config's entry was replaced");
 }
+
+#[test]
+fn tool_filters_apply_without_rediscovery() {
+    let h = home();
+    let marker = h.path().join("started");
+    let env = json!({"FAKE_MARKER": marker.display().to_string()});
+    write_config(
+        h.path(),
+        json!({"s": {"command": FAKE, "args": ["good"], "env": env}}),
+    );
+    assert_eq!(
+        run(EDGAR, h.path(), &["mcp", "tools"], b"")
+            .stdout
+            .lines()
+            .count(),
+        5
+    );
+    std::fs::remove_file(&marker).unwrap_or_else(|e| panic!("{e}"));
+    write_config(
+        h.path(),
+        json!({"s": {"command": FAKE, "args": ["good"], "env": env, "disabled_tools": ["die", "change"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        ["s__echo", "s__add", "s__ask_client"],
+        "{}",
+        r.stderr
+    );
+    write_config(
+        h.path(),
+        json!({"s": {"command": FAKE, "args": ["good"], "env": env, "enabled_tools": ["add"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.stdout.trim(), "s__add", "{}", r.stderr);
+    assert!(!marker.exists(), "changing a filter started the server");
+    let r = run(EDGAR, h.path(), &["mcp", "call", "s__echo", "{}"], b"");
+    assert_eq!(
+        r.code,
+        Some(1),
+        "a filtered-out tool cannot be called: {}",
+        r.stdout
+    );
+}

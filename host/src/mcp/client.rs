@@ -115,9 +115,9 @@ impl Server {
         if let Ok(state) = self.state.try_lock()
             && let State::Running(r) = &*state
         {
-            return Some(r.tools());
+            return Some(offered(&self.spec, r.tools()));
         }
-        self.cached()
+        self.cached().map(|t| offered(&self.spec, t))
     }
 }
 
@@ -256,6 +256,16 @@ impl Session {
     /// The names the prompt carries, from the cache where it has them; servers without
     /// a cache entry are discovered, concurrently, each under its own deadline.
     pub async fn tool_names(&self) -> (Vec<ToolName>, Vec<McpError>) {
+        let all_idle = self
+            .servers
+            .iter()
+            .all(|s| matches!(s.state.try_lock().as_deref(), Ok(State::Idle)));
+        let index_key = if all_idle { self.index_key() } else { None };
+        if let Some(key) = &index_key
+            && let Some(names) = self.cache.read_index(key)
+        {
+            return (names, Vec::new());
+        }
         let mut names = Vec::new();
         let mut missing = Vec::new();
         for s in &self.servers {
@@ -263,7 +273,7 @@ impl Session {
                 State::Running(r) => Some(r.clone()),
                 _ => None,
             }) {
-                names.extend(running.tools().iter().map(tool_name_of));
+                names.extend(offered(&s.spec, running.tools()).iter().map(tool_name_of));
                 continue;
             }
             match self
@@ -271,13 +281,46 @@ impl Session {
                 .ok()
                 .and_then(|d| self.cache.names(&s.spec, &d))
             {
-                Some((list, _)) => names.extend(list),
+                Some((list, _)) => {
+                    names.extend(list.into_iter().filter(|n| s.spec.allows(&n.tool)))
+                }
                 None => missing.push(s.spec.name.clone()),
             }
         }
+        let cold = !missing.is_empty();
         let (found, failures) = self.discover_many(&missing).await;
         names.extend(found.iter().map(tool_name_of));
-        (dedupe_names(names), failures)
+        let names = dedupe_names(names);
+        if let Some(key) = index_key
+            && !cold
+        {
+            self.cache.write_index(&key, &names);
+        }
+        (names, failures)
+    }
+
+    /// Identifies the whole configuration's cached names: every server's name, transport
+    /// digest and adapter digest.
+    fn index_key(&self) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for s in &self.servers {
+            h.update(s.spec.name.as_bytes());
+            h.update([0]);
+            h.update(s.spec.digest().as_bytes());
+            h.update(self.adapter_digest(s).ok()?.as_bytes());
+            h.update(
+                s.spec
+                    .enabled_tools
+                    .as_ref()
+                    .map(|t| t.join("\u{0}"))
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            h.update(s.spec.disabled_tools.join("\u{0}").as_bytes());
+            h.update([0xff]);
+        }
+        Some(crate::guard::hex(&h.finalize())[..32].to_owned())
     }
 
     /// Every available tool with its accepted schema: cached where possible, the rest
@@ -323,7 +366,7 @@ impl Session {
         {
             let state = server.state.lock().await;
             match &*state {
-                State::Running(r) => return Ok(r.tools()),
+                State::Running(r) => return Ok(offered(&server.spec, r.tools())),
                 State::Failed(reason) => {
                     return Err(McpError::Failed {
                         server: name.to_owned(),
@@ -334,15 +377,17 @@ impl Session {
             }
         }
         if let Some(tools) = server.cached() {
-            return Ok(tools);
+            return Ok(offered(&server.spec, tools));
         }
         let digest = self.adapter_digest(server)?;
         if let Some(entry) = self.cache.read(&server.spec, &digest) {
             let tools = Arc::new(entry.tools);
             server.set_cached(Some(tools.clone()));
-            return Ok(tools);
+            return Ok(offered(&server.spec, tools));
         }
-        self.start(server).await.map(|r| r.tools())
+        self.start(server)
+            .await
+            .map(|r| offered(&server.spec, r.tools()))
     }
 
     /// Forgets the server's cache and failure, closes it if running, and discovers again.
@@ -351,7 +396,9 @@ impl Session {
         let server = self.server(name)?;
         self.cache.remove(&server.spec);
         server.set_cached(None);
-        self.start(server).await.map(|r| r.tools())
+        self.start(server)
+            .await
+            .map(|r| offered(&server.spec, r.tools()))
     }
 
     /// A human's reset: the server is no longer failed and starts again when needed.
@@ -380,7 +427,10 @@ impl Session {
         self.validate(tool, &arguments)?;
         let server = self.server(tool.server())?;
         let running = self.start(server).await?;
-        if !running.tools().iter().any(|t| t.tool() == tool.tool()) {
+        if !offered(&server.spec, running.tools())
+            .iter()
+            .any(|t| t.tool() == tool.tool())
+        {
             return Err(McpError::UnknownTool(name.to_owned()));
         }
         let result = running
@@ -759,6 +809,21 @@ impl Running {
     }
 }
 
+/// The tools the config offers (`enabled_tools`/`disabled_tools`), applied when tools are
+/// read, so changing the filters needs no rediscovery. No copy when there is no filter.
+fn offered(spec: &ServerSpec, tools: Arc<Vec<SanitizedTool>>) -> Arc<Vec<SanitizedTool>> {
+    if spec.enabled_tools.is_none() && spec.disabled_tools.is_empty() {
+        return tools;
+    }
+    Arc::new(
+        tools
+            .iter()
+            .filter(|t| spec.allows(t.tool()))
+            .cloned()
+            .collect(),
+    )
+}
+
 fn tool_name_of(t: &SanitizedTool) -> ToolName {
     ToolName {
         name: t.name().to_owned(),
@@ -850,8 +915,7 @@ async fn guard_tools(
     let mut refused = Vec::new();
     for r in results {
         match r {
-            Ok(t) if spec.allows(t.tool()) => tools.push(t),
-            Ok(_) => {}
+            Ok(t) => tools.push(t),
             Err(e) => {
                 tracing::warn!(server = spec.name, "tool refused: {e}");
                 refused.push(e.to_string());

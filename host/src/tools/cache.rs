@@ -156,6 +156,7 @@ impl ToolCache {
             return Ok(());
         };
         self.remove_stale(dir, spec, adapter);
+        remove_indexes(dir);
         let out = EntryOut {
             format: FORMAT,
             server: &spec.name,
@@ -192,6 +193,27 @@ impl ToolCache {
     pub fn remove(&self, spec: &ServerSpec) {
         if let Some(dir) = &self.dir {
             self.remove_stale(dir, spec, "");
+            remove_indexes(dir);
+        }
+    }
+
+    /// All servers' names at once, for a whole configuration (`key` identifies it), so a
+    /// warm start reads one file however many servers are configured.
+    pub fn read_index(&self, key: &str) -> Option<Vec<ToolName>> {
+        let names: Names = read_json(&self.dir.as_ref()?.join(format!("index-{key}.json")))?;
+        (names.format == FORMAT).then_some(names.tools)
+    }
+
+    /// Stores the combined names; any later write or removal of a server entry drops it.
+    pub fn write_index(&self, key: &str, tools: &[ToolName]) {
+        let Some(dir) = &self.dir else { return };
+        let names = Names {
+            format: FORMAT,
+            fetched_at: now(),
+            tools: tools.to_vec(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&names) {
+            let _ = crate::paths::write_atomic(&dir.join(format!("index-{key}.json")), &bytes);
         }
     }
 
@@ -238,6 +260,17 @@ impl ToolCache {
     pub fn clear_failure(&self, spec: &ServerSpec) {
         if let Some(p) = self.failure_path(spec) {
             let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn remove_indexes(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with("index-") {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
