@@ -5,7 +5,7 @@
 //!
 //! It is deliberately small and synchronous: one request at a time, std I/O only.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -32,8 +32,16 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
     let mut input = stdin.lock();
     loop {
         line.clear();
-        if input.read_line(&mut line)? == 0 {
+        // Capped like edgar's own reader: a longer line ends the session, it is not buffered.
+        let limit = super::stdio::MAX_MESSAGE_BYTES as u64;
+        let n = (&mut input).take(limit + 1).read_line(&mut line)?;
+        if n == 0 {
             return Ok(());
+        }
+        if n as u64 > limit {
+            return Err(std::io::Error::other(
+                "a request line is over the message size limit",
+            ));
         }
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
