@@ -40,6 +40,17 @@ pub enum Command {
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),
+    /// Developer entry points (conformance testing).
+    #[command(subcommand, hide = true)]
+    Dev(DevCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevCommand {
+    /// The client side of the official MCP conformance suite: connects to URL (the
+    /// suite appends it), lists tools and calls the scenario's tool through the real
+    /// session code. Reads `MCP_CONFORMANCE_SCENARIO` and `MCP_CONFORMANCE_CONTEXT`.
+    ConformanceClient { url: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! Runs a parsed command: glue over the library, and the only place that prints.
 
 mod account;
+mod dev;
 mod guard;
 mod mcp;
 mod search;
@@ -12,6 +13,7 @@ use crate::cli::{Cli, Command};
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
+        Command::Dev(cmd) => dev::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
         Command::Login { provider } => account::login(&provider),
         Command::Logout { provider } => account::logout(&provider),

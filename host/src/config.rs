@@ -234,6 +234,25 @@ pub fn example_server(command: &Path) -> ServerSpec {
     }
 }
 
+impl ServerSpec {
+    /// A Streamable HTTP server with default timeouts and no headers.
+    pub fn http(name: &str, url: &str) -> ServerSpec {
+        ServerSpec {
+            name: name.into(),
+            transport: Transport::Http {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            },
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            adapter: AdapterSource::Builtin,
+            source: PathBuf::from("<command line>"),
+        }
+    }
+}
+
 /// A file's JSON, or `None` when it does not exist.
 pub fn read_file(file: &Path) -> Result<Option<Value>, ConfigError> {
     let err = |message: String| ConfigError {

@@ -1,12 +1,15 @@
 //! The MCP session layer: `McpError`, `PROTOCOL`, and the modules that run servers.
 //!
-//! [`client`] owns the session (lazy handles, discovery, calls, close); `stdio` and
-//! (later) `http` are transports that only move JSON messages; `connection` matches
-//! requests to responses and answers the server's own requests, whatever the transport.
+//! [`client`] owns the session (lazy handles, discovery, calls, close); `stdio`, [`http`]
+//! (Streamable HTTP) and its legacy HTTP+SSE sibling are transports that only move JSON
+//! messages; `connection` matches requests to responses and answers the server's own
+//! requests, whatever the transport.
 
 pub mod client;
 pub(crate) mod connection;
+pub mod elicitation;
 pub mod example_server;
+pub mod http;
 pub mod protocol;
 pub(crate) mod stdio;
 
@@ -14,6 +17,7 @@ use std::time::Duration;
 
 use crate::guard::GuardError;
 
+pub use connection::{ClientHandler, NoHandler};
 pub use protocol::PROTOCOL;
 
 /// The one error both transports raise. Variants say what happened to the session;
@@ -31,8 +35,12 @@ pub enum McpError {
         "MCP server '{server}' failed earlier in this session: {reason} (reset it with `edgar mcp reset {server}`)"
     )]
     Failed { server: String, reason: String },
+    /// The server wants a (better) token; `challenge` is what its `WWW-Authenticate` said.
     #[error("MCP server '{server}' needs login: run `edgar mcp login {server}`")]
-    NeedsLogin { server: String },
+    NeedsLogin {
+        server: String,
+        challenge: Option<http::Challenge>,
+    },
     #[error("MCP server '{server}' closed the connection: {reason}")]
     Closed { server: String, reason: String },
     #[error("MCP server '{server}' did not answer {method} within {} s", timeout.as_secs_f64())]
@@ -40,6 +48,14 @@ pub enum McpError {
         server: String,
         method: String,
         timeout: Duration,
+    },
+    /// The transport could not carry one request or its answer (an HTTP status, a
+    /// refused redirect, a stream that ended early, an oversized body).
+    #[error("MCP server '{server}' did not answer {method}: {reason}")]
+    Exchange {
+        server: String,
+        method: String,
+        reason: String,
     },
     #[error("MCP server '{server}' broke the protocol: {reason}")]
     Protocol { server: String, reason: String },
@@ -71,7 +87,8 @@ impl McpError {
             McpError::UnknownServer(s) => Some(s),
             McpError::Start { server, .. }
             | McpError::Failed { server, .. }
-            | McpError::NeedsLogin { server }
+            | McpError::NeedsLogin { server, .. }
+            | McpError::Exchange { server, .. }
             | McpError::Closed { server, .. }
             | McpError::Timeout { server, .. }
             | McpError::Protocol { server, .. }

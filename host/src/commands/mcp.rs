@@ -291,11 +291,11 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
     Ok(Config::load(paths, exe.as_deref())?)
 }
 
+/// The CLI's session: on-disk cache, and elicitation answered from schema defaults.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
-    Session::new(
-        config,
-        SessionOptions::new(cwd.to_owned(), paths::cache_dir()),
-    )
+    let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
+    opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AcceptDefaults);
+    Session::new(config, opts)
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

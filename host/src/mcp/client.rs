@@ -17,6 +17,8 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::McpError;
 use super::connection::{ClientHandler, Connection, Context, NoHandler};
+use super::http::Http;
+use super::http::legacy::Legacy;
 use super::protocol::PROTOCOL;
 use super::stdio::{Spawn, Stdio};
 use crate::config::{Config, ServerSpec, Transport};
@@ -135,18 +137,23 @@ struct Running {
 
 enum TransportHandle {
     Stdio(Stdio),
+    Http(Http),
+    Legacy(Legacy),
 }
 
 impl TransportHandle {
     fn stderr_tail(&self) -> String {
         match self {
             TransportHandle::Stdio(s) => s.stderr_tail(),
+            TransportHandle::Http(_) | TransportHandle::Legacy(_) => String::new(),
         }
     }
 
     async fn close(&mut self) {
         match self {
             TransportHandle::Stdio(s) => s.close().await,
+            TransportHandle::Http(h) => h.close().await,
+            TransportHandle::Legacy(l) => l.close().await,
         }
     }
 }
@@ -568,6 +575,7 @@ impl Session {
                             reason: reason.clone(),
                             at: now(),
                             needs_login: false,
+                            challenge: None,
                         },
                     );
                     return Err(McpError::Failed {
@@ -595,13 +603,17 @@ impl Session {
             Err(e) => {
                 let reason = strip_server(&e, name);
                 tracing::warn!(server = name, "discovery failed: {reason}");
-                let needs_login = matches!(e, McpError::NeedsLogin { .. });
+                let (needs_login, challenge) = match &e {
+                    McpError::NeedsLogin { challenge, .. } => (true, challenge.clone()),
+                    _ => (false, None),
+                };
                 self.cache.write_failure(
                     &server.spec,
                     &Failure {
                         reason: reason.clone(),
                         at: now(),
                         needs_login,
+                        challenge,
                     },
                 );
                 *state = State::Failed(reason);
@@ -690,10 +702,28 @@ impl Session {
                     Connection::start(&spec.name, link, ctx),
                 ))
             }
-            Transport::Http { .. } | Transport::Sse { .. } => Err(McpError::Start {
-                server: spec.name.clone(),
-                reason: "HTTP transports are not available in this build yet".into(),
-            }),
+            Transport::Http { url, headers } => {
+                let (http, link) =
+                    Http::start(&spec.name, url, headers).map_err(|reason| McpError::Start {
+                        server: spec.name.clone(),
+                        reason,
+                    })?;
+                Ok((
+                    TransportHandle::Http(http),
+                    Connection::start(&spec.name, link, ctx),
+                ))
+            }
+            Transport::Sse { url, headers } => {
+                let (legacy, link) =
+                    Legacy::start(&spec.name, url, headers).map_err(|reason| McpError::Start {
+                        server: spec.name.clone(),
+                        reason,
+                    })?;
+                Ok((
+                    TransportHandle::Legacy(legacy),
+                    Connection::start(&spec.name, link, ctx),
+                ))
+            }
         }
     }
 

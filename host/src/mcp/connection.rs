@@ -21,6 +21,9 @@ use crate::text::{shown, shown_message};
 pub(crate) enum Event {
     /// One decoded JSON message (or batch).
     Message(Value),
+    /// The transport could not deliver request `id` or its answer (an HTTP error, a
+    /// broken stream, a sign-in challenge); that request fails with `error`.
+    Failed { id: u64, error: McpError },
     /// The transport ended; the reason (with the server's last stderr lines) is final.
     Closed(String),
 }
@@ -66,8 +69,14 @@ pub(crate) struct Connection {
     shared: Arc<Shared>,
 }
 
+/// How a pending request ended.
+enum Outcome {
+    Answer(Result<Value, RpcError>),
+    Failed(McpError),
+}
+
 struct Shared {
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Outcome>>>,
     closed: Mutex<Option<String>>,
     next_id: AtomicU64,
     list_changed: Arc<Notify>,
@@ -114,8 +123,9 @@ impl Connection {
                 .await
                 .map_err(|_| self.closed_error())?;
             match rx.await {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(McpError::Server {
+                Ok(Outcome::Answer(Ok(v))) => Ok(v),
+                Ok(Outcome::Failed(e)) => Err(e),
+                Ok(Outcome::Answer(Err(e))) => Err(McpError::Server {
                     server: self.server.clone(),
                     method: method.to_owned(),
                     code: e.code,
@@ -199,6 +209,12 @@ async fn dispatch(
         let message = match event {
             Event::Closed(reason) => break reason,
             Event::Message(m) => m,
+            Event::Failed { id, error } => {
+                if let Some(waiter) = lock(&shared.pending).remove(&id) {
+                    let _ = waiter.send(Outcome::Failed(error));
+                }
+                continue;
+            }
         };
         let messages = match protocol::classify(message) {
             Ok(m) => m,
@@ -215,7 +231,7 @@ async fn dispatch(
                     outcome,
                 } => match lock(&shared.pending).remove(&id) {
                     Some(waiter) => {
-                        let _ = waiter.send(outcome);
+                        let _ = waiter.send(Outcome::Answer(outcome));
                     }
                     None => {
                         tracing::debug!(server, id, "ignoring a response to no pending request")

@@ -77,6 +77,9 @@ pub struct Failure {
     /// The server answered 401: it needs `edgar mcp login`.
     #[serde(default)]
     pub needs_login: bool,
+    /// What the server's `WWW-Authenticate` asked for, kept for `edgar mcp login`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<crate::mcp::http::Challenge>,
 }
 
 /// The cache directory for one session; `None` disables caching.

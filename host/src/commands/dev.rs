@@ -1,0 +1,109 @@
+//! `edgar dev conformance-client URL`: the official conformance suite's client, driving
+//! the same session code as every other command (no disk cache, so every run talks to
+//! the scenario's server).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use edgar_host::config::{Config, ServerSpec};
+use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_host::mcp::elicitation::AcceptDefaults;
+use serde_json::{Map, Value, json};
+
+use crate::cli::DevCommand;
+
+pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DevCommand::ConformanceClient { url } => conformance_client(&url),
+    }
+}
+
+/// The server's name in the session.
+const SERVER: &str = "conformance";
+
+fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    eprintln!("edgar conformance client: scenario {scenario:?}, server {url}");
+    let config = Config {
+        servers: vec![ServerSpec::http(SERVER, url)],
+        ..Config::default()
+    };
+    let cwd = std::env::current_dir().context("no working directory")?;
+    let mut opts = SessionOptions::new(cwd, None);
+    opts.handler = Arc::new(AcceptDefaults);
+    let rt = super::mcp::runtime()?;
+    rt.block_on(async {
+        let session = Session::new(&config, opts);
+        let outcome = drive(&session, &scenario).await;
+        session.close().await;
+        outcome
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the tools, then calls the scenario's tool (or the first one) with arguments
+/// made from its input schema.
+async fn drive(session: &Session, scenario: &str) -> anyhow::Result<()> {
+    let tools = session.tools(SERVER).await?;
+    eprintln!(
+        "{} tools: {}",
+        tools.len(),
+        tools
+            .iter()
+            .map(|t| t.tool())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let wanted = match scenario {
+        "tools_call" => Some("add_numbers"),
+        "elicitation-sep1034-client-defaults" => Some("test_client_elicitation_defaults"),
+        "sse-retry" => Some("test_reconnection"),
+        _ => None,
+    };
+    let tool = match wanted {
+        Some(w) => tools.iter().find(|t| t.tool() == w),
+        None => tools.first(),
+    };
+    let Some(tool) = tool else {
+        if let Some(w) = wanted {
+            anyhow::bail!("the server has no tool {w}");
+        }
+        return Ok(());
+    };
+    let arguments = example_arguments(tool.input_schema());
+    let output = session
+        .call(&format!("{SERVER}/{}", tool.tool()), arguments)
+        .await?;
+    println!("{}", serde_json::to_string(&output)?);
+    Ok(())
+}
+
+/// Arguments that satisfy a simple schema: each required property gets its default or
+/// a small value of its type.
+fn example_arguments(schema: &Value) -> Value {
+    let mut args = Map::new();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            if !required.contains(&name.as_str()) {
+                continue;
+            }
+            let value = p.get("default").cloned().unwrap_or_else(|| {
+                match p.get("type").and_then(Value::as_str) {
+                    Some("number") | Some("integer") => json!(1),
+                    Some("boolean") => json!(true),
+                    Some("array") => json!([]),
+                    Some("object") => json!({}),
+                    _ => json!("test"),
+                }
+            });
+            args.insert(name.clone(), value);
+        }
+    }
+    Value::Object(args)
+}

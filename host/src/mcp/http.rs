@@ -1,0 +1,729 @@
+//! The Streamable HTTP transport (MCP 2025-11-25, also serving 2025-06-18 and 2025-03-26
+//! servers): every message is one POST whose answer is JSON or an event stream; a
+//! standalone GET stream carries what the server sends on its own.
+//!
+//! The transport only moves messages. It keeps the `Mcp-Session-Id` and the negotiated
+//! `MCP-Protocol-Version`, re-initializes once when a live session is forgotten (404),
+//! resumes a stream that ends before its answer (`retry`, then GET with
+//! `Last-Event-ID`), and turns every HTTP failure of a request into an
+//! [`McpError`](super::McpError)
+//! for that request alone. Redirects to another origin are never followed; bodies,
+//! events and streams are size-limited; the request deadline lives in the connection,
+//! whose `notifications/cancelled` aborts the request's stream here.
+
+mod challenge;
+pub mod event_stream;
+pub(crate) mod legacy;
+mod wire;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::{AbortHandle, JoinSet};
+
+pub use challenge::Challenge;
+use wire::{Body, Outgoing, Reply};
+
+use super::connection::{Event, Link};
+use crate::text::shown;
+
+/// Largest JSON body or single event accepted from a server.
+pub const MAX_MESSAGE_BYTES: usize = super::stdio::MAX_MESSAGE_BYTES;
+/// Most bytes read from one event stream before it is dropped (and resumed if it can be).
+pub const MAX_STREAM_BYTES: usize = 64 << 20;
+/// How often a stream that ends before its answer is resumed.
+const MAX_RESUMES: usize = 5;
+/// Reconnection delay when the server names none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// Longest reconnection delay honoured.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// Deadline for messages that expect no answer (notifications, our replies, DELETE).
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests in flight to one server at once.
+const MAX_IN_FLIGHT: usize = 32;
+/// Messages buffered in each direction.
+const CHANNEL_DEPTH: usize = 64;
+
+/// The process's HTTP client for MCP servers, built the first time one is used.
+pub(crate) fn client() -> Result<&'static reqwest::Client, String> {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .redirect(same_origin_redirects())
+                .connect_timeout(Duration::from_secs(10))
+                .user_agent(concat!("edgar/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Follows at most five redirects, all within the first request's origin; any other
+/// redirect comes back as the 3xx response and is reported.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if same && attempt.previous().len() <= 5 {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// Validated config headers. Values may be secrets: errors name the header only.
+pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("header name {} is not valid", shown(k)))?;
+        let mut value = HeaderValue::from_str(v)
+            .map_err(|_| format!("the value of header {} is not valid", shown(k)))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// Parses and checks a server URL: http or https only.
+pub(crate) fn server_url(url: &str) -> Result<Url, String> {
+    let parsed =
+        Url::parse(url).map_err(|e| format!("its URL {} is not valid: {e}", shown(url)))?;
+    match parsed.scheme() {
+        "http" | "https" => Ok(parsed),
+        other => Err(format!(
+            "its URL uses {}; only http and https work",
+            shown(other)
+        )),
+    }
+}
+
+/// A running Streamable HTTP session.
+pub(crate) struct Http {
+    shared: Arc<Shared>,
+    writer: AbortHandle,
+}
+
+struct Shared {
+    server: String,
+    url: Url,
+    headers: HeaderMap,
+    events: mpsc::Sender<Event>,
+    session: Mutex<Option<HeaderValue>>,
+    protocol: Mutex<Option<HeaderValue>>,
+    /// The `initialize` request as first sent, replayed when the session is forgotten.
+    initialize: Mutex<Option<Outgoing>>,
+    /// Bumped by each re-initialization, so concurrent 404s re-initialize once.
+    epoch: AtomicU64,
+    reinit: tokio::sync::Mutex<()>,
+    in_flight: Semaphore,
+    /// Request id -> its exchange, aborted when the connection cancels the request.
+    exchanges: Mutex<HashMap<u64, AbortHandle>>,
+    /// The standalone GET stream, one per session epoch.
+    listening: Mutex<Option<(u64, AbortHandle)>>,
+}
+
+impl Http {
+    /// Starts the transport's writer. No request is sent until the first message.
+    pub(crate) fn start(
+        server: &str,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<(Http, Link), String> {
+        let url = server_url(url)?;
+        let headers = header_map(headers)?;
+        client()?;
+        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+        let shared = Arc::new(Shared {
+            server: server.to_owned(),
+            url,
+            headers,
+            events: ev_tx,
+            session: Mutex::new(None),
+            protocol: Mutex::new(None),
+            initialize: Mutex::new(None),
+            epoch: AtomicU64::new(0),
+            reinit: tokio::sync::Mutex::new(()),
+            in_flight: Semaphore::new(MAX_IN_FLIGHT),
+            exchanges: Mutex::new(HashMap::new()),
+            listening: Mutex::new(None),
+        });
+        let writer = tokio::spawn(write_loop(shared.clone(), out_rx)).abort_handle();
+        Ok((
+            Http { shared, writer },
+            Link {
+                outgoing: out_tx,
+                events: ev_rx,
+            },
+        ))
+    }
+
+    /// Ends the session: every exchange and stream is aborted, and a live session is
+    /// deleted on the server (a 405 is fine: the server keeps no sessions).
+    pub(crate) async fn close(&mut self) {
+        self.writer.abort();
+        if let Some((_, h)) = lock(&self.shared.listening).take() {
+            h.abort();
+        }
+        let session = lock(&self.shared.session).take();
+        if let Some(session) = session {
+            let delete = self
+                .shared
+                .request(Method::DELETE, &self.shared.url)
+                .header("mcp-session-id", session);
+            match tokio::time::timeout(SEND_TIMEOUT, delete.send()).await {
+                Ok(Ok(r)) => tracing::debug!(
+                    server = self.shared.server,
+                    "session deleted: HTTP {}",
+                    r.status()
+                ),
+                Ok(Err(e)) => tracing::debug!(
+                    server = self.shared.server,
+                    "deleting the session failed: {}",
+                    e.without_url()
+                ),
+                Err(_) => tracing::debug!(server = self.shared.server, "DELETE timed out"),
+            }
+        }
+        let _ = self
+            .shared
+            .events
+            .try_send(Event::Closed("edgar closed the session".into()));
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.writer.abort();
+        if let Some((_, h)) = lock(&self.shared.listening).take() {
+            h.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Takes the connection's messages and runs one exchange per message. Dropping this
+/// task (close, or the connection going away) aborts every exchange it started.
+async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
+    let mut tasks = JoinSet::new();
+    while let Some(bytes) = outgoing.recv().await {
+        while tasks.try_join_next().is_some() {}
+        let Some(message) = Outgoing::parse(bytes) else {
+            tracing::debug!(server = shared.server, "not sending a malformed message");
+            continue;
+        };
+        if let Some(cancelled) = message.cancels() {
+            let handle = lock(&shared.exchanges).remove(&cancelled);
+            if let Some(h) = handle {
+                h.abort();
+            }
+        }
+        if message.method.as_deref() == Some("initialize") {
+            *lock(&shared.initialize) = Some(message.clone());
+        }
+        let id = message.request_id();
+        let task = shared.clone();
+        let handle = tasks.spawn(async move { task.exchange(message).await });
+        if let Some(id) = id {
+            lock(&shared.exchanges).insert(id, handle);
+        }
+    }
+}
+
+impl Shared {
+    fn request(&self, method: Method, url: &Url) -> reqwest::RequestBuilder {
+        // `client()` succeeded in `start`, so this lookup cannot fail here.
+        let client = match client() {
+            Ok(c) => c.clone(),
+            Err(_) => reqwest::Client::new(),
+        };
+        let mut r = client
+            .request(method, url.clone())
+            .headers(self.headers.clone());
+        if let Some(v) = lock(&self.protocol).clone() {
+            r = r.header("mcp-protocol-version", v);
+        }
+        r
+    }
+
+    fn session(&self) -> Option<HeaderValue> {
+        lock(&self.session).clone()
+    }
+
+    async fn emit(&self, event: Event) {
+        let _ = self.events.send(event).await;
+    }
+
+    /// Sends one message and delivers whatever comes back. A request's failure goes to
+    /// the connection as that request's error; anything else is logged.
+    async fn exchange(self: Arc<Self>, message: Outgoing) {
+        let _permit = self.in_flight.acquire().await;
+        let id = message.request_id();
+        let outcome = if id.is_some() {
+            self.send(&message).await
+        } else {
+            match tokio::time::timeout(SEND_TIMEOUT, self.send(&message)).await {
+                Ok(r) => r,
+                Err(_) => Err(Reply::Failed("no answer to a notification".into())),
+            }
+        };
+        if let Some(id) = id {
+            lock(&self.exchanges).remove(&id);
+        }
+        let error = match outcome {
+            Ok(()) => {
+                if message.method.as_deref() == Some("notifications/initialized") {
+                    self.listen();
+                }
+                return;
+            }
+            Err(e) => e,
+        };
+        let method = message.method.clone().unwrap_or_else(|| "a reply".into());
+        match id {
+            Some(id) => {
+                let error = error.into_error(&self.server, &method);
+                self.emit(Event::Failed { id, error }).await;
+            }
+            None => tracing::debug!(
+                server = self.server,
+                "sending {} failed: {}",
+                shown(&method),
+                error.reason()
+            ),
+        }
+    }
+
+    /// POSTs the message, re-initializing once if the server forgot the session.
+    async fn send(&self, message: &Outgoing) -> Result<(), Reply> {
+        let mut reinitialized = false;
+        loop {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            let session = self.session();
+            let mut post = self
+                .request(Method::POST, &self.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(message.body.clone());
+            if let Some(s) = &session {
+                post = post.header("mcp-session-id", s.clone());
+            }
+            let response = post
+                .send()
+                .await
+                .map_err(|e| Reply::Failed(connect_error(&e)))?;
+            let status = response.status();
+            if status == StatusCode::NOT_FOUND
+                && session.is_some()
+                && message.method.as_deref() != Some("initialize")
+            {
+                if reinitialized {
+                    return Err(Reply::Failed(
+                        "the server forgot the session again right after re-initializing".into(),
+                    ));
+                }
+                tracing::info!(server = self.server, "the session expired; re-initializing");
+                self.reinitialize(epoch).await?;
+                reinitialized = true;
+                continue;
+            }
+            if message.method.as_deref() == Some("initialize")
+                && let Some(s) = response.headers().get("mcp-session-id")
+            {
+                if s.to_str()
+                    .is_ok_and(|s| s.bytes().all(|b| (0x21..=0x7e).contains(&b)))
+                {
+                    *lock(&self.session) = Some(s.clone());
+                } else {
+                    return Err(Reply::Failed(
+                        "its Mcp-Session-Id is not visible ASCII".into(),
+                    ));
+                }
+            }
+            return self.deliver(response, message.request_id(), message).await;
+        }
+    }
+
+    /// Reads a POST's answer: nothing (202), one JSON body, or an event stream that
+    /// carries the answer (resumed with GET if it ends first).
+    async fn deliver(
+        &self,
+        response: reqwest::Response,
+        want: Option<u64>,
+        message: &Outgoing,
+    ) -> Result<(), Reply> {
+        let status = response.status();
+        check_status(&response)?;
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            return match want {
+                Some(_) => Err(Reply::Failed(format!(
+                    "it answered HTTP {} with no reply",
+                    status.as_u16()
+                ))),
+                None => Ok(()),
+            };
+        }
+        match wire::body_kind(&response) {
+            Body::Json => {
+                let value = wire::read_json(response).await?;
+                self.note_initialized(message, &value);
+                self.emit(Event::Message(value)).await;
+                Ok(())
+            }
+            Body::EventStream => {
+                let Some(want) = want else {
+                    // A stream answering a notification or a reply: read what it carries.
+                    let _ = self.read_stream(response, None, message).await;
+                    return Ok(());
+                };
+                let mut end = self.read_stream(response, Some(want), message).await?;
+                let mut resumes = 0;
+                while !end.answered {
+                    let Some(last_id) = end.last_id.clone() else {
+                        return Err(Reply::Failed(format!(
+                            "its event stream ended before the answer{}",
+                            end.describe()
+                        )));
+                    };
+                    if resumes == MAX_RESUMES {
+                        return Err(Reply::Failed(format!(
+                            "its event stream ended {MAX_RESUMES} times without the answer{}",
+                            end.describe()
+                        )));
+                    }
+                    resumes += 1;
+                    let wait = end.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
+                    tokio::time::sleep(wait).await;
+                    let response = self.get_stream(Some(&last_id)).await?;
+                    end = self.read_stream(response, Some(want), message).await?;
+                }
+                Ok(())
+            }
+            Body::Empty if want.is_none() => Ok(()),
+            Body::Empty => Err(Reply::Failed("it answered with an empty body".into())),
+            Body::Other(kind) => Err(Reply::Failed(format!(
+                "it answered with content type {}, not JSON or an event stream",
+                shown(&kind)
+            ))),
+        }
+    }
+
+    /// Remembers the negotiated version from the answer to `initialize`.
+    fn note_initialized(&self, message: &Outgoing, value: &Value) {
+        if message.method.as_deref() != Some("initialize") {
+            return;
+        }
+        let version = value
+            .get("result")
+            .and_then(|r| r.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .and_then(|v| HeaderValue::from_str(v).ok());
+        if let Some(v) = version {
+            *lock(&self.protocol) = Some(v);
+        }
+    }
+
+    /// Reads an event stream, delivering each message, until it ends or carries the
+    /// answer to `want`.
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        want: Option<u64>,
+        message: &Outgoing,
+    ) -> Result<StreamEnd, Reply> {
+        let mut parser = event_stream::EventStream::new(MAX_MESSAGE_BYTES);
+        let mut end = StreamEnd::default();
+        let mut read = 0usize;
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    end.broken = Some(e.without_url().to_string());
+                    break;
+                }
+            };
+            read += chunk.len();
+            if read > MAX_STREAM_BYTES {
+                end.broken = Some(format!("it carried more than {MAX_STREAM_BYTES} bytes"));
+                break;
+            }
+            let mut messages = Vec::new();
+            parser
+                .feed(&chunk, |e| {
+                    if e.event.is_empty() || e.event == "message" {
+                        messages.push(e.data)
+                    }
+                })
+                .map_err(|e| Reply::Failed(e.to_string()))?;
+            for data in messages {
+                if data.trim().is_empty() {
+                    continue;
+                }
+                let Ok(value) = serde_json::from_str::<Value>(&data) else {
+                    end.not_json += 1;
+                    continue;
+                };
+                let answers = want.is_some() && answers(&value, want);
+                self.note_initialized(message, &value);
+                self.emit(Event::Message(value)).await;
+                if answers {
+                    end.answered = true;
+                    end.last_id = parser.last_id().map(str::to_owned);
+                    return Ok(end);
+                }
+            }
+        }
+        end.last_id = parser.last_id().map(str::to_owned);
+        end.retry = parser.retry().map(Duration::from_millis);
+        Ok(end)
+    }
+
+    /// Opens a GET event stream, resuming after `last_id` if given.
+    async fn get_stream(&self, last_id: Option<&str>) -> Result<reqwest::Response, Reply> {
+        let mut get = self
+            .request(Method::GET, &self.url)
+            .header("accept", "text/event-stream");
+        if let Some(s) = self.session() {
+            get = get.header("mcp-session-id", s);
+        }
+        if let Some(id) = last_id {
+            get = get.header(
+                "last-event-id",
+                HeaderValue::from_str(id)
+                    .map_err(|_| Reply::Failed("its event id is not a valid header".into()))?,
+            );
+        }
+        let response = get
+            .send()
+            .await
+            .map_err(|e| Reply::Failed(connect_error(&e)))?;
+        check_status(&response)?;
+        match wire::body_kind(&response) {
+            Body::EventStream => Ok(response),
+            other => Err(Reply::Failed(format!(
+                "its GET answered {} instead of an event stream",
+                other.describe()
+            ))),
+        }
+    }
+
+    /// Opens the standalone GET stream for this session (once per session epoch).
+    fn listen(self: &Arc<Self>) {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let mut listening = lock(&self.listening);
+        if listening.as_ref().is_some_and(|(e, _)| *e == epoch) {
+            return;
+        }
+        if let Some((_, old)) = listening.take() {
+            old.abort();
+        }
+        let me = self.clone();
+        let handle = tokio::spawn(async move { me.listen_loop().await }).abort_handle();
+        *listening = Some((epoch, handle));
+    }
+
+    async fn listen_loop(&self) {
+        let mut last_id: Option<String> = None;
+        let mut failures = 0;
+        let nothing = Outgoing::none();
+        while failures < 3 {
+            let response = match self.get_stream(last_id.as_deref()).await {
+                Ok(r) => r,
+                Err(Reply::Status { status, .. }) if matches!(status, 400 | 404 | 405) => {
+                    tracing::debug!(
+                        server = self.server,
+                        "the server offers no GET stream (HTTP {status})"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(server = self.server, "GET stream: {}", e.reason());
+                    failures += 1;
+                    tokio::time::sleep(DEFAULT_RETRY * failures).await;
+                    continue;
+                }
+            };
+            match self.read_stream(response, None, &nothing).await {
+                Ok(end) => {
+                    last_id = end.last_id.or(last_id);
+                    let wait = end.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
+                    failures += 1;
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => {
+                    tracing::debug!(server = self.server, "GET stream: {}", e.reason());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Replays `initialize` and `notifications/initialized` under a new session, unless
+    /// another request already did since `epoch`.
+    async fn reinitialize(&self, epoch: u64) -> Result<(), Reply> {
+        let _one = self.reinit.lock().await;
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return Ok(());
+        }
+        let Some(init) = lock(&self.initialize).clone() else {
+            return Err(Reply::Failed("the session expired before it began".into()));
+        };
+        *lock(&self.session) = None;
+        let replay = init.with_id(json!("edgar-reinitialize"));
+        let response = self
+            .request(Method::POST, &self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(replay.body.clone())
+            .send()
+            .await
+            .map_err(|e| Reply::Failed(connect_error(&e)))?;
+        check_status(&response)?;
+        let session = response.headers().get("mcp-session-id").cloned();
+        // The answer is ours alone: read it without delivering it.
+        match wire::body_kind(&response) {
+            Body::Json => {
+                wire::read_json(response).await?;
+            }
+            _ => {
+                let mut r = response;
+                let mut read = 0usize;
+                while let Ok(Some(c)) = r.chunk().await {
+                    read += c.len();
+                    if read > MAX_MESSAGE_BYTES || c.windows(2).any(|w| w == b"\n\n") {
+                        break;
+                    }
+                }
+            }
+        }
+        *lock(&self.session) = session.clone();
+        let mut note = self
+            .request(Method::POST, &self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(super::protocol::notification(
+                "notifications/initialized",
+                json!({}),
+            ));
+        if let Some(s) = session {
+            note = note.header("mcp-session-id", s);
+        }
+        let _ = tokio::time::timeout(SEND_TIMEOUT, note.send()).await;
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Whether `value` (a message or batch) is the answer to request `want`.
+fn answers(value: &Value, want: Option<u64>) -> bool {
+    let is = |m: &Value| m.get("method").is_none() && m.get("id").and_then(Value::as_u64) == want;
+    match value {
+        Value::Array(items) => items.iter().any(is),
+        m => is(m),
+    }
+}
+
+/// How an event stream ended.
+#[derive(Debug, Default)]
+struct StreamEnd {
+    answered: bool,
+    last_id: Option<String>,
+    retry: Option<Duration>,
+    not_json: usize,
+    broken: Option<String>,
+}
+
+impl StreamEnd {
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        if let Some(b) = &self.broken {
+            out.push_str(&format!(" ({})", shown(b)));
+        }
+        if self.not_json > 0 {
+            out.push_str(&format!("; {} of its events were not JSON", self.not_json));
+        }
+        out
+    }
+}
+
+/// A 3xx, 4xx or 5xx as a failure (401 and 403 with their challenge).
+fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let challenge = || {
+        Challenge::parse(
+            response
+                .headers()
+                .get_all("www-authenticate")
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        )
+    };
+    match status.as_u16() {
+        401 => Err(Reply::NeedsLogin(challenge())),
+        403 => match challenge() {
+            Some(c) if c.insufficient_scope() => Err(Reply::NeedsLogin(Some(c))),
+            _ => Err(Reply::Status {
+                status: 403,
+                reason: "it refused the request (HTTP 403 Forbidden)".into(),
+            }),
+        },
+        s if status.is_redirection() => {
+            let to = response
+                .headers()
+                .get("location")
+                .and_then(|l| l.to_str().ok())
+                .unwrap_or("(nowhere)");
+            Err(Reply::Status {
+                status: s,
+                reason: format!(
+                    "it redirected (HTTP {s}) to {}; edgar follows redirects only within the server's origin",
+                    shown(to)
+                ),
+            })
+        }
+        s => Err(Reply::Status {
+            status: s,
+            reason: format!(
+                "HTTP {s} {}",
+                status.canonical_reason().unwrap_or("(unknown status)")
+            ),
+        }),
+    }
+}
+
+/// A connection failure, without the URL (it may carry a secret query).
+fn connect_error(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    let text = match e.url() {
+        Some(u) => text.replace(u.as_str(), "the server"),
+        None => text,
+    };
+    format!("cannot reach it: {}", shown(&text))
+}

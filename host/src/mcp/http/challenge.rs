@@ -1,0 +1,198 @@
+//! The `Bearer` challenge of a `WWW-Authenticate` header (RFC 6750 §3, RFC 9110 §11.6.1):
+//! what a 401 or 403 says about signing in. Parameters come in any order, quoted or
+//! bare; other schemes in the same header are skipped.
+
+use serde::{Deserialize, Serialize};
+
+/// What the server's challenge asks for. Nothing here is secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    /// RFC 9728 protected resource metadata URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_metadata: Option<String>,
+    /// Space-separated scopes the request needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// `invalid_token`, `insufficient_scope`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_description: Option<String>,
+}
+
+/// Longest header value parsed; longer ones are cut (they are hostile or broken).
+const MAX_HEADER: usize = 8 << 10;
+
+impl Challenge {
+    /// The `Bearer` challenge among the header values, if there is one. A value with no
+    /// scheme but only parameters is read as bearer too (some servers send that).
+    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
+        for value in values {
+            let value = &value[..floor_char_boundary(value, MAX_HEADER)];
+            for (scheme, params) in challenges(value) {
+                if scheme.eq_ignore_ascii_case("bearer") {
+                    return Some(Challenge::from_params(params));
+                }
+            }
+        }
+        None
+    }
+
+    fn from_params(params: Vec<(String, String)>) -> Challenge {
+        let mut c = Challenge::default();
+        for (k, v) in params {
+            let slot = match k.to_ascii_lowercase().as_str() {
+                "resource_metadata" => &mut c.resource_metadata,
+                "scope" => &mut c.scope,
+                "error" => &mut c.error,
+                "error_description" => &mut c.error_description,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(v);
+            }
+        }
+        c
+    }
+
+    /// The server wants more scopes than the token has.
+    pub fn insufficient_scope(&self) -> bool {
+        self.error.as_deref() == Some("insufficient_scope")
+    }
+}
+
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if s.len() <= max {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
+}
+
+/// Splits a header value into `(scheme, params)` challenges. Items are separated by
+/// commas outside quotes; an item `scheme [token68 | param]` opens a challenge, an
+/// item `name=value` adds a parameter to the open one.
+fn challenges(value: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for item in split_items(value) {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        if let Some((name, value)) = param(item) {
+            if out.is_empty() {
+                out.push(("Bearer".into(), Vec::new()));
+            }
+            if let Some(last) = out.last_mut() {
+                last.1.push((name, value));
+            }
+            continue;
+        }
+        let (scheme, rest) = item.split_once([' ', '\t']).unwrap_or((item, ""));
+        let mut params = Vec::new();
+        if let Some(p) = param(rest.trim()) {
+            params.push(p);
+        }
+        out.push((scheme.to_owned(), params));
+    }
+    out
+}
+
+/// `name = value` (value quoted or a token), or `None`.
+fn param(item: &str) -> Option<(String, String)> {
+    let (name, value) = item.split_once('=')?;
+    let name = name.trim();
+    let value = value.trim_start();
+    if name.is_empty() || name.contains([' ', '\t', '"']) || value.starts_with('=') {
+        return None;
+    }
+    Some((name.to_owned(), read_value(value)))
+}
+
+/// Splits at commas that are not inside a quoted string.
+fn split_items(value: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in value.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                items.push(&value[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&value[start..]);
+    items
+}
+
+/// A quoted-string (with `\\` escapes) or a bare token.
+fn read_value(s: &str) -> String {
+    let Some(body) = s.strip_prefix('"') else {
+        return s.trim_end().to_owned();
+    };
+    let mut out = String::new();
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            '"' => break,
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suites_headers() {
+        let c = Challenge::parse([
+            r#"Bearer error="invalid_token", error_description="Missing Authorization header", resource_metadata="http://localhost:5/.well-known/oauth-protected-resource/mcp""#,
+        ])
+        .unwrap_or_default();
+        assert_eq!(c.error.as_deref(), Some("invalid_token"));
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("http://localhost:5/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(
+            c.error_description.as_deref(),
+            Some("Missing Authorization header")
+        );
+        let c = Challenge::parse([
+            r#"Bearer scope="mcp:basic mcp:write", resource_metadata="http://h/x", error="insufficient_scope""#,
+        ])
+        .unwrap_or_default();
+        assert_eq!(c.scope.as_deref(), Some("mcp:basic mcp:write"));
+        assert!(c.insufficient_scope());
+    }
+
+    #[test]
+    fn other_schemes_bare_values_and_escapes() {
+        let c = Challenge::parse([r#"Basic realm="x", Bearer scope=read, error="a\"b,c""#])
+            .unwrap_or_default();
+        assert_eq!(c.scope.as_deref(), Some("read"));
+        assert_eq!(c.error.as_deref(), Some("a\"b,c"));
+        let c = Challenge::parse(["DPoP algs=\"ES256\"", "bearer realm=api"]);
+        assert_eq!(c, Some(Challenge::default()));
+        assert_eq!(Challenge::parse(["Basic abc=="]), None);
+        assert_eq!(
+            Challenge::parse(["Basic abc==, Bearer scope=\"s\""]).and_then(|c| c.scope),
+            Some("s".into())
+        );
+        assert_eq!(Challenge::parse(["Bearer"]), Some(Challenge::default()));
+        assert_eq!(Challenge::parse([""]), None);
+        // Unterminated quotes and huge headers end, they do not panic.
+        let _ = Challenge::parse(["Bearer scope=\"unterminated"]);
+        let huge = format!("Bearer scope=\"{}\"", "é".repeat(20_000));
+        assert!(Challenge::parse([huge.as_str()]).is_some());
+    }
+}

@@ -1,0 +1,249 @@
+//! Legacy HTTP+SSE (MCP 2024-11-05), for `type: "sse"` servers: one long GET event
+//! stream whose first `endpoint` event names where to POST messages; every answer comes
+//! back on the stream.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, Url};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::event_stream::EventStream;
+use super::wire::{self, Body, Outgoing, Reply};
+use super::{
+    CHANNEL_DEPTH, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, client,
+    connect_error, header_map, server_url,
+};
+use crate::mcp::connection::{Event, Link};
+use crate::text::shown;
+
+/// A running HTTP+SSE connection.
+pub(crate) struct Legacy {
+    task: AbortHandle,
+    events: mpsc::Sender<Event>,
+}
+
+struct Shared {
+    server: String,
+    url: Url,
+    headers: HeaderMap,
+    events: mpsc::Sender<Event>,
+}
+
+impl Legacy {
+    /// Starts the connection task; the GET is sent at once, since every message needs
+    /// the endpoint it names.
+    pub(crate) fn start(
+        server: &str,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<(Legacy, Link), String> {
+        let url = server_url(url)?;
+        let headers = header_map(headers)?;
+        client()?;
+        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+        let shared = Arc::new(Shared {
+            server: server.to_owned(),
+            url,
+            headers,
+            events: ev_tx.clone(),
+        });
+        let task = tokio::spawn(run(shared, out_rx)).abort_handle();
+        Ok((
+            Legacy {
+                task,
+                events: ev_tx,
+            },
+            Link {
+                outgoing: out_tx,
+                events: ev_rx,
+            },
+        ))
+    }
+
+    pub(crate) async fn close(&mut self) {
+        self.task.abort();
+        let _ = self
+            .events
+            .try_send(Event::Closed("edgar closed the connection".into()));
+    }
+}
+
+impl Drop for Legacy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Shared {
+    fn request(&self, method: Method, url: &Url) -> Result<reqwest::RequestBuilder, Reply> {
+        let client = client().map_err(Reply::Failed)?;
+        Ok(client
+            .request(method, url.clone())
+            .headers(self.headers.clone()))
+    }
+}
+
+/// Opens the stream, waits for the endpoint, then reads the stream on one task and
+/// POSTs each message on its own. Aborting this task ends them all.
+async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
+    let (endpoint, response, parser) = match open(&shared).await {
+        Ok(v) => v,
+        Err(reply) => {
+            // Every request fails with why the stream could not be opened.
+            let reason = reply.reason();
+            while let Some(bytes) = outgoing.recv().await {
+                let Some(message) = Outgoing::parse(bytes) else {
+                    continue;
+                };
+                if let Some(id) = message.request_id() {
+                    let method = message.method.as_deref().unwrap_or("a request");
+                    let error = reply.clone().into_error(&shared.server, method);
+                    let _ = shared.events.send(Event::Failed { id, error }).await;
+                }
+            }
+            tracing::debug!(server = shared.server, "event stream: {reason}");
+            return;
+        }
+    };
+    let mut tasks = JoinSet::new();
+    tasks.spawn(read_messages(shared.clone(), response, parser));
+    while let Some(bytes) = outgoing.recv().await {
+        while tasks.try_join_next().is_some() {}
+        let Some(message) = Outgoing::parse(bytes) else {
+            continue;
+        };
+        let shared = shared.clone();
+        let endpoint = endpoint.clone();
+        tasks.spawn(async move {
+            let sent = match shared.request(Method::POST, &endpoint) {
+                Ok(post) => {
+                    let post = post
+                        .header("content-type", "application/json")
+                        .body(message.body.clone())
+                        .send();
+                    match tokio::time::timeout(SEND_TIMEOUT, post).await {
+                        Ok(Ok(r)) => check_status(&r),
+                        Ok(Err(e)) => Err(Reply::Failed(connect_error(&e))),
+                        Err(_) => Err(Reply::Failed("its message endpoint did not answer".into())),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            if let (Err(reply), Some(id)) = (sent, message.request_id()) {
+                let method = message.method.as_deref().unwrap_or("a request");
+                let error = reply.into_error(&shared.server, method);
+                let _ = shared.events.send(Event::Failed { id, error }).await;
+            }
+        });
+    }
+}
+
+/// GETs the event stream and reads up to the `endpoint` event.
+async fn open(shared: &Shared) -> Result<(Url, reqwest::Response, EventStream), Reply> {
+    let mut response = shared
+        .request(Method::GET, &shared.url)?
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .map_err(|e| Reply::Failed(connect_error(&e)))?;
+    check_status(&response)?;
+    match wire::body_kind(&response) {
+        Body::EventStream => {}
+        other => {
+            return Err(Reply::Failed(format!(
+                "its GET answered {} instead of an event stream",
+                other.describe()
+            )));
+        }
+    }
+    let mut parser = EventStream::new(MAX_MESSAGE_BYTES);
+    let mut read = 0usize;
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return Err(Reply::Failed(
+                    "its event stream ended before naming an endpoint".into(),
+                ));
+            }
+            Err(e) => {
+                return Err(Reply::Failed(format!(
+                    "its event stream broke: {}",
+                    e.without_url()
+                )));
+            }
+        };
+        read += chunk.len();
+        if read > MAX_MESSAGE_BYTES {
+            return Err(Reply::Failed(
+                "no endpoint event in its first 16 MiB".into(),
+            ));
+        }
+        let mut endpoint = None;
+        parser
+            .feed(&chunk, |e| {
+                if e.event == "endpoint" && endpoint.is_none() {
+                    endpoint = Some(e.data);
+                }
+            })
+            .map_err(|e| Reply::Failed(e.to_string()))?;
+        // Events after the endpoint in the same chunk are messages sent before any
+        // request of ours; a 2024-11-05 server has nothing to say before `initialize`.
+        if let Some(endpoint) = endpoint {
+            let url = shared.url.join(endpoint.trim()).map_err(|_| {
+                Reply::Failed(format!("its endpoint {} is not a URL", shown(&endpoint)))
+            })?;
+            if url.origin() != shared.url.origin() {
+                return Err(Reply::Failed(format!(
+                    "its endpoint {} is on another origin",
+                    shown(url.as_str())
+                )));
+            }
+            return Ok((url, response, parser));
+        }
+    }
+}
+
+/// Delivers the stream's messages until it ends, which ends the connection.
+async fn read_messages(
+    shared: Arc<Shared>,
+    mut response: reqwest::Response,
+    mut parser: EventStream,
+) {
+    let mut read = 0usize;
+    let reason = loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => break "its event stream ended".to_owned(),
+            Err(e) => break format!("its event stream broke: {}", e.without_url()),
+        };
+        read += chunk.len();
+        if read > MAX_STREAM_BYTES * 16 {
+            break "its event stream carried more than 1 GiB".to_owned();
+        }
+        let mut messages = Vec::new();
+        if let Err(e) = parser.feed(&chunk, |e| {
+            if e.event.is_empty() || e.event == "message" {
+                messages.push(e.data);
+            }
+        }) {
+            break e.to_string();
+        }
+        for data in messages {
+            match serde_json::from_str::<Value>(&data) {
+                Ok(v) => {
+                    let _ = shared.events.send(Event::Message(v)).await;
+                }
+                Err(_) => {
+                    tracing::debug!(server = shared.server, "ignoring an event that is not JSON")
+                }
+            }
+        }
+    };
+    let _ = shared.events.send(Event::Closed(reason)).await;
+}
