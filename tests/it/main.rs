@@ -6,6 +6,7 @@ mod guard;
 mod guard_cli;
 mod loopback;
 mod mcp_cli;
+mod mcp_http_faults;
 mod mcp_http_real;
 mod mcp_real;
 mod mcp_stdio;
