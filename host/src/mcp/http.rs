@@ -45,6 +45,8 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Deadline for messages that expect no answer (notifications, our replies, DELETE).
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stream is read after it carried its answer.
+const DRAIN: Duration = Duration::from_millis(500);
 /// Requests in flight to one server at once.
 const MAX_IN_FLIGHT: usize = 32;
 /// Messages buffered in each direction.
@@ -452,7 +454,17 @@ impl Shared {
         let mut end = StreamEnd::default();
         let mut read = 0usize;
         loop {
-            let chunk = match response.chunk().await {
+            let next = if end.answered {
+                // The server should end the stream after the answer; reading to its end
+                // lets the connection go back to the pool, but only briefly.
+                match tokio::time::timeout(DRAIN, response.chunk()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            } else {
+                response.chunk().await
+            };
+            let chunk = match next {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(e) => {
@@ -486,8 +498,6 @@ impl Shared {
                 self.emit(Event::Message(value)).await;
                 if answers {
                     end.answered = true;
-                    end.last_id = parser.last_id().map(str::to_owned);
-                    return Ok(end);
                 }
             }
         }
