@@ -38,6 +38,7 @@ async fn main() {
         enabled_tools: None,
         disabled_tools: Vec::new(),
         adapter: AdapterSource::Builtin,
+        oauth: Default::default(),
         source: PathBuf::from("bench"),
     };
     let config = Config {

@@ -3,6 +3,7 @@
 //! secret ever appears in output, logs, errors or `Debug`.
 
 pub mod keys;
+pub mod mcp;
 pub mod oauth;
 pub mod store;
 
@@ -59,6 +60,15 @@ pub enum AuthError {
     KeyCommand { provider: String, reason: String },
     #[error("{0}")]
     Config(String),
+    /// Finding where and how to sign in to an MCP server failed.
+    #[error("{0}")]
+    Discovery(String),
+    /// The authorization server refused a token request.
+    #[error("the authorization server refused: {0}")]
+    Token(String),
+    /// The stored sign-in is gone or no longer accepted.
+    #[error("{0}")]
+    NeedsLogin(String),
 }
 
 #[cfg(test)]

@@ -83,8 +83,34 @@ pub struct ServerSpec {
     pub enabled_tools: Option<Vec<String>>,
     pub disabled_tools: Vec<String>,
     pub adapter: AdapterSource,
+    /// How edgar identifies itself when signing in to this (HTTP) server.
+    pub oauth: OAuthClient,
     /// The file this entry came from (or `<built-in>` for the embedded default).
     pub source: PathBuf,
+}
+
+/// A server's `oauth` entry: a client the user registered with its authorization
+/// server, or a client ID metadata document URL. Empty means dynamic registration.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct OAuthClient {
+    pub client_id: Option<String>,
+    /// Only a secret the user was issued; edgar ships none.
+    pub client_secret: Option<String>,
+    /// An https URL of a client ID metadata document (used where the server supports it).
+    pub client_metadata_url: Option<String>,
+    /// A fixed loopback port for the redirect, for clients registered with one.
+    pub callback_port: Option<u16>,
+}
+
+impl fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthClient")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("callback_port", &self.callback_port)
+            .finish()
+    }
 }
 
 impl fmt::Debug for ServerSpec {
@@ -230,6 +256,7 @@ pub fn example_server(command: &Path) -> ServerSpec {
         enabled_tools: None,
         disabled_tools: Vec::new(),
         adapter: AdapterSource::Builtin,
+        oauth: OAuthClient::default(),
         source: PathBuf::from("<built-in default>"),
     }
 }
@@ -248,6 +275,7 @@ impl ServerSpec {
             enabled_tools: None,
             disabled_tools: Vec::new(),
             adapter: AdapterSource::Builtin,
+            oauth: OAuthClient::default(),
             source: PathBuf::from("<command line>"),
         }
     }
@@ -436,7 +464,43 @@ fn parse_server(
             .transpose()?,
         disabled_tools: strings(e, "disabled_tools")?,
         adapter,
+        oauth: oauth_client(e)?,
         source: file.to_owned(),
+    })
+}
+
+fn oauth_client(e: &Map<String, Value>) -> Result<OAuthClient, FieldError> {
+    let o = match e.get("oauth") {
+        None | Some(Value::Null) => return Ok(OAuthClient::default()),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(("oauth", "must be an object".into())),
+    };
+    let field = |k: &'static str| -> Result<Option<String>, FieldError> {
+        string(o, k)
+            .map_err(|(_, m)| ("oauth", format!("{k} {m}")))?
+            .map(|v| expand_field(&v, "oauth"))
+            .transpose()
+    };
+    let client_metadata_url = field("client_metadata_url")?;
+    if let Some(u) = &client_metadata_url
+        && !u.starts_with("https://")
+    {
+        return Err(("oauth", "client_metadata_url must be an https URL".into()));
+    }
+    let callback_port = match o.get("callback_port") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p > 0)
+                .ok_or(("oauth", "callback_port must be a port number".into()))?,
+        ),
+    };
+    Ok(OAuthClient {
+        client_id: field("client_id")?,
+        client_secret: field("client_secret")?,
+        client_metadata_url,
+        callback_port,
     })
 }
 

@@ -38,6 +38,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         enabled_tools: None,
         disabled_tools: Vec::new(),
         adapter: AdapterSource::Builtin,
+        oauth: Default::default(),
         source: PathBuf::from("test"),
     }
 }

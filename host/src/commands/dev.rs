@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use edgar_host::auth::mcp::Browser;
+use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, ServerSpec};
 use edgar_host::mcp::client::{Session, SessionOptions};
 use edgar_host::mcp::elicitation::AcceptDefaults;
@@ -21,17 +23,33 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
 
 /// The server's name in the session.
 const SERVER: &str = "conformance";
+/// The client ID metadata document URL the suite expects (it never fetches it).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     eprintln!("edgar conformance client: scenario {scenario:?}, server {url}");
+    let mut spec = ServerSpec::http(SERVER, url);
+    // Pre-registered credentials come in the scenario's context; the suite checks the
+    // client ID metadata document URL literally.
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    spec.oauth.client_id = context["client_id"].as_str().map(str::to_owned);
+    spec.oauth.client_secret = context["client_secret"].as_str().map(str::to_owned);
+    spec.oauth.client_metadata_url = Some(CLIENT_METADATA_URL.into());
     let config = Config {
-        servers: vec![ServerSpec::http(SERVER, url)],
+        servers: vec![spec],
         ..Config::default()
     };
     let cwd = std::env::current_dir().context("no working directory")?;
     let mut opts = SessionOptions::new(cwd, None);
     opts.handler = Arc::new(AcceptDefaults);
+    // Sign-in is real (discovery, registration, PKCE, the loopback listener, the token
+    // exchange) except the browser, and nothing is persisted.
+    opts.credentials = Some(Store::memory());
+    opts.browser = Some(Browser::Fetch);
     let rt = super::mcp::runtime()?;
     rt.block_on(async {
         let session = Session::new(&config, opts);

@@ -21,6 +21,8 @@ use super::http::Http;
 use super::http::legacy::Legacy;
 use super::protocol::PROTOCOL;
 use super::stdio::{Spawn, Stdio};
+use crate::auth::mcp::{Browser, McpAuth};
+use crate::auth::store::Store;
 use crate::config::{Config, ServerSpec, Transport};
 use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
 use crate::text::shown;
@@ -44,6 +46,11 @@ pub struct SessionOptions {
     pub cache_dir: Option<PathBuf>,
     /// Answers servers' sampling and elicitation requests.
     pub handler: Arc<dyn ClientHandler>,
+    /// Where HTTP servers' sign-ins are stored; `None` sends no tokens.
+    pub credentials: Option<Store>,
+    /// How to reach a human for a (new) authorization; `None` when nobody can answer,
+    /// so a server that needs one fails with "run `edgar mcp login NAME`".
+    pub browser: Option<Browser>,
 }
 
 impl SessionOptions {
@@ -52,6 +59,8 @@ impl SessionOptions {
             cwd,
             cache_dir,
             handler: Arc::new(NoHandler),
+            credentials: None,
+            browser: None,
         }
     }
 }
@@ -87,6 +96,8 @@ pub struct Session {
     cache: ToolCache,
     opts: SessionOptions,
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+    /// Each HTTP server's sign-in, made the first time it connects.
+    sign_ins: Mutex<HashMap<String, Arc<McpAuth>>>,
 }
 
 struct Server {
@@ -185,6 +196,7 @@ impl Session {
             cache: ToolCache::new(opts.cache_dir.as_deref()),
             opts,
             validators: Mutex::new(HashMap::new()),
+            sign_ins: Mutex::new(HashMap::new()),
         }
     }
 
@@ -668,6 +680,26 @@ impl Session {
         }))
     }
 
+    /// The server's sign-in, when the session has a credential store.
+    fn authorizer(&self, spec: &ServerSpec) -> Option<Arc<dyn super::http::Authorizer>> {
+        let store = self.opts.credentials.clone()?;
+        let mut all = self.sign_ins.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = all.get(&spec.name) {
+            return Some(a.clone());
+        }
+        match McpAuth::new(spec, store, self.opts.browser) {
+            Ok(a) => {
+                let a = Arc::new(a);
+                all.insert(spec.name.clone(), a.clone());
+                Some(a)
+            }
+            Err(e) => {
+                tracing::debug!(server = spec.name, "no sign-in: {e}");
+                None
+            }
+        }
+    }
+
     fn connect(&self, spec: &ServerSpec) -> Result<(TransportHandle, Connection), McpError> {
         let ctx = Context {
             roots: vec![self.opts.cwd.clone()],
@@ -703,8 +735,8 @@ impl Session {
                 ))
             }
             Transport::Http { url, headers } => {
-                let (http, link) =
-                    Http::start(&spec.name, url, headers).map_err(|reason| McpError::Start {
+                let (http, link) = Http::start(&spec.name, url, headers, self.authorizer(spec))
+                    .map_err(|reason| McpError::Start {
                         server: spec.name.clone(),
                         reason,
                     })?;

@@ -17,6 +17,8 @@ pub(crate) mod legacy;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +30,26 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{AbortHandle, JoinSet};
 
 pub use challenge::Challenge;
+
+use crate::auth::Secret;
+
+/// Supplies one server's bearer token and decides what a refusal means; implemented by
+/// the sign-in layer (`auth::mcp::McpAuth`). The transport never stores a token.
+pub trait Authorizer: Send + Sync + 'static {
+    /// The token to send now (refreshed first if it is about to expire), if any.
+    fn bearer(&self) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + '_>>;
+    /// The server answered `status` (401, or 403 with `insufficient_scope`) to a request
+    /// sent with `sent`: `true` when a new token makes a retry worthwhile.
+    fn refused<'a>(
+        &'a self,
+        status: u16,
+        challenge: Option<&'a Challenge>,
+        sent: Option<&'a Secret>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+}
+
+/// Tries of one message when the server keeps refusing its token.
+const MAX_AUTH_RETRIES: usize = 3;
 use wire::{Body, Outgoing, Reply};
 
 use super::connection::{Event, Link};
@@ -136,6 +158,7 @@ struct Shared {
     exchanges: Mutex<HashMap<u64, AbortHandle>>,
     /// The standalone GET stream, one per session epoch.
     listening: Mutex<Option<(u64, AbortHandle)>>,
+    auth: Option<Arc<dyn Authorizer>>,
 }
 
 impl Http {
@@ -144,6 +167,7 @@ impl Http {
         server: &str,
         url: &str,
         headers: &BTreeMap<String, String>,
+        auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Http, Link), String> {
         let url = server_url(url)?;
         let headers = header_map(headers)?;
@@ -163,6 +187,7 @@ impl Http {
             in_flight: Semaphore::new(MAX_IN_FLIGHT),
             exchanges: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
+            auth,
         });
         let writer = tokio::spawn(write_loop(shared.clone(), out_rx)).abort_handle();
         Ok((
@@ -183,10 +208,11 @@ impl Http {
         }
         let session = lock(&self.shared.session).take();
         if let Some(session) = session {
-            let delete = self
+            let (delete, _) = self
                 .shared
-                .request(Method::DELETE, &self.shared.url)
-                .header("mcp-session-id", session);
+                .authorized(self.shared.request(Method::DELETE, &self.shared.url))
+                .await;
+            let delete = delete.header("mcp-session-id", session);
             match tokio::time::timeout(SEND_TIMEOUT, delete.send()).await {
                 Ok(Ok(r)) => tracing::debug!(
                     server = self.shared.server,
@@ -265,6 +291,26 @@ impl Shared {
         r
     }
 
+    /// Adds the bearer token, if this server has a sign-in; returns the token sent.
+    async fn authorized(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> (reqwest::RequestBuilder, Option<Secret>) {
+        let Some(auth) = &self.auth else {
+            return (request, None);
+        };
+        let Some(token) = auth.bearer().await else {
+            return (request, None);
+        };
+        match HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+            Ok(mut v) => {
+                v.set_sensitive(true);
+                (request.header("authorization", v), Some(token))
+            }
+            Err(_) => (request, None),
+        }
+    }
+
     fn session(&self) -> Option<HeaderValue> {
         lock(&self.session).clone()
     }
@@ -316,6 +362,7 @@ impl Shared {
     /// POSTs the message, re-initializing once if the server forgot the session.
     async fn send(&self, message: &Outgoing) -> Result<(), Reply> {
         let mut reinitialized = false;
+        let mut auth_tries = 0;
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
             let session = self.session();
@@ -327,11 +374,24 @@ impl Shared {
             if let Some(s) = &session {
                 post = post.header("mcp-session-id", s.clone());
             }
+            let (post, sent) = self.authorized(post).await;
             let response = post
                 .send()
                 .await
                 .map_err(|e| Reply::Failed(connect_error(&e)))?;
             let status = response.status();
+            if let Some(auth) = &self.auth
+                && auth_tries < MAX_AUTH_RETRIES
+                && let Err(Reply::NeedsLogin(challenge)) = check_status(&response)
+            {
+                auth_tries += 1;
+                if auth
+                    .refused(status.as_u16(), challenge.as_ref(), sent.as_ref())
+                    .await
+                {
+                    continue;
+                }
+            }
             if status == StatusCode::NOT_FOUND
                 && session.is_some()
                 && message.method.as_deref() != Some("initialize")
@@ -508,9 +568,12 @@ impl Shared {
 
     /// Opens a GET event stream, resuming after `last_id` if given.
     async fn get_stream(&self, last_id: Option<&str>) -> Result<reqwest::Response, Reply> {
-        let mut get = self
-            .request(Method::GET, &self.url)
-            .header("accept", "text/event-stream");
+        let (mut get, _) = self
+            .authorized(
+                self.request(Method::GET, &self.url)
+                    .header("accept", "text/event-stream"),
+            )
+            .await;
         if let Some(s) = self.session() {
             get = get.header("mcp-session-id", s);
         }
@@ -598,8 +661,8 @@ impl Shared {
         };
         *lock(&self.session) = None;
         let replay = init.with_id(json!("edgar-reinitialize"));
-        let response = self
-            .request(Method::POST, &self.url)
+        let (post, _) = self.authorized(self.request(Method::POST, &self.url)).await;
+        let response = post
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(replay.body.clone())
@@ -625,8 +688,8 @@ impl Shared {
             }
         }
         *lock(&self.session) = session.clone();
-        let mut note = self
-            .request(Method::POST, &self.url)
+        let (note, _) = self.authorized(self.request(Method::POST, &self.url)).await;
+        let mut note = note
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(super::protocol::notification(

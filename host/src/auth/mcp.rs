@@ -1,0 +1,517 @@
+//! Signing in to an MCP server (MCP authorization, 2025-11-25, with 2025-06-18 and
+//! 2025-03-26 servers in mind): probe, discover ([`discovery`]), identify the client
+//! (configured, client ID metadata document, or [`register`]), PKCE through the
+//! loopback listener, and [`token`] exchange and refresh.
+//!
+//! [`McpAuth`] is one server's sign-in. The Streamable HTTP transport asks it for a
+//! bearer token for every request and tells it about 401s and 403 `insufficient_scope`;
+//! it refreshes once, and re-authorizes only when a human can answer (a [`Browser`]),
+//! at most [`MAX_AUTHORIZATIONS`] times. Tokens live in the credential store as one
+//! secret per server and never reach output, logs or errors.
+
+pub mod discovery;
+pub mod register;
+pub mod token;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use reqwest::Url;
+use serde_json::json;
+
+use self::discovery::ServerMetadata;
+use self::token::{Client, Credentials, Refusal};
+use super::oauth::{self, Loopback};
+use super::store::Store;
+use super::{AuthError, Secret};
+use crate::config::{OAuthClient, ServerSpec, Transport};
+use crate::mcp::http::{Authorizer, Challenge};
+use crate::text::shown;
+
+/// Interactive authorizations one sign-in may start (a server that keeps asking for
+/// more scope is not obeyed for ever).
+pub const MAX_AUTHORIZATIONS: u32 = 3;
+/// A token this close to expiry is refreshed before use.
+const REFRESH_MARGIN: u64 = 60;
+
+/// How the authorization URL reaches a human.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Browser {
+    /// The system browser (or the URL printed where there is none).
+    System { no_browser: bool },
+    /// Headless, for tests against authorization servers that redirect at once: GET the
+    /// URL without following redirects, then GET the `Location`, which must be our own
+    /// loopback listener (so the listener and its state check still run).
+    Fetch,
+}
+
+/// One server's sign-in state.
+pub struct McpAuth {
+    server: String,
+    url: Url,
+    client_config: OAuthClient,
+    store: Store,
+    key: String,
+    browser: Option<Browser>,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    loaded: bool,
+    creds: Option<Credentials>,
+    /// The client used last, kept even when tokens are dropped (re-used for step-up).
+    client: Option<Client>,
+    authorizations: u32,
+    /// The access token a refresh was already tried for.
+    refreshed: Option<String>,
+}
+
+impl McpAuth {
+    /// The sign-in for an HTTP server; `browser` is `None` where no human can answer.
+    pub fn new(
+        spec: &ServerSpec,
+        store: Store,
+        browser: Option<Browser>,
+    ) -> Result<McpAuth, AuthError> {
+        let (Transport::Http { url, .. } | Transport::Sse { url, .. }) = &spec.transport else {
+            return Err(AuthError::Config(format!(
+                "'{}' is a stdio server; only HTTP servers sign in",
+                spec.name
+            )));
+        };
+        let url = Url::parse(url)
+            .map_err(|_| AuthError::Config(format!("the URL of '{}' is not valid", spec.name)))?;
+        Ok(McpAuth {
+            server: spec.name.clone(),
+            key: store_key(spec),
+            url,
+            client_config: spec.oauth.clone(),
+            store,
+            browser,
+            state: tokio::sync::Mutex::new(State::default()),
+        })
+    }
+
+    async fn load(&self, st: &mut State) {
+        if st.loaded {
+            return;
+        }
+        st.loaded = true;
+        match self.store.read(&self.key).await {
+            Ok(Some(secret)) => match serde_json::from_str::<Credentials>(secret.expose()) {
+                Ok(c) => {
+                    st.client = Some(c.client.clone());
+                    st.creds = Some(c);
+                }
+                Err(_) => tracing::warn!(
+                    server = self.server,
+                    "ignoring an unreadable stored sign-in"
+                ),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::debug!(server = self.server, "no stored sign-in: {e}"),
+        }
+    }
+
+    async fn save(&self, st: &mut State, creds: Credentials) {
+        st.client = Some(creds.client.clone());
+        match serde_json::to_string(&creds) {
+            Ok(text) => {
+                if let Err(e) = self.store.write(&self.key, &Secret::new(text)).await {
+                    tracing::warn!(
+                        server = self.server,
+                        "the sign-in is kept for this session only: {e}"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(server = self.server, "cannot serialize the sign-in: {e}"),
+        }
+        st.creds = Some(creds);
+    }
+
+    /// The stored sign-in, for `edgar mcp list` (tokens stay inside).
+    pub async fn credentials(&self) -> Option<Credentials> {
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        st.creds.clone()
+    }
+
+    /// Erases everything stored for this server. `true` if there was something.
+    pub async fn logout(&self) -> Result<bool, AuthError> {
+        let mut st = self.state.lock().await;
+        let had = self.store.read(&self.key).await?.is_some();
+        self.store.erase(&self.key).await?;
+        *st = State {
+            loaded: true,
+            ..State::default()
+        };
+        Ok(had)
+    }
+
+    /// `edgar mcp login`: probe the server, then authorize with what it asks for.
+    pub async fn login(&self) -> Result<Credentials, AuthError> {
+        let challenge = self.probe().await?;
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        st.authorizations = 0;
+        self.authorize(&mut st, challenge.as_ref()).await?;
+        st.creds
+            .clone()
+            .ok_or_else(|| AuthError::NeedsLogin("the sign-in left no token".into()))
+    }
+
+    /// An unauthenticated `initialize`: the 401's challenge, or `None` if the server
+    /// let us in (it may not need a sign-in at all).
+    async fn probe(&self) -> Result<Option<Challenge>, AuthError> {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": crate::mcp::PROTOCOL[0], "capabilities": {},
+            "clientInfo": {"name": "edgar", "version": env!("CARGO_PKG_VERSION")}}});
+        let response = oauth::http_client()?
+            .post(self.url.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                AuthError::Discovery(format!("cannot reach the server: {}", e.without_url()))
+            })?;
+        let challenge = Challenge::parse(
+            response
+                .headers()
+                .get_all("www-authenticate")
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
+        match response.status().as_u16() {
+            401 | 403 => Ok(Some(challenge.unwrap_or_default())),
+            _ => Ok(challenge),
+        }
+    }
+
+    /// Discovery, client identity, the browser round trip and the code exchange.
+    async fn authorize(
+        &self,
+        st: &mut State,
+        challenge: Option<&Challenge>,
+    ) -> Result<(), AuthError> {
+        let Some(browser) = self.browser else {
+            return Err(AuthError::NeedsLogin(format!(
+                "run `edgar mcp login {}`",
+                self.server
+            )));
+        };
+        if st.authorizations >= MAX_AUTHORIZATIONS {
+            return Err(AuthError::NeedsLogin(format!(
+                "the server still refuses after {MAX_AUTHORIZATIONS} sign-ins"
+            )));
+        }
+        st.authorizations += 1;
+        let prm = discovery::resource_metadata(
+            &self.url,
+            challenge.and_then(|c| c.resource_metadata.as_deref()),
+        )
+        .await?;
+        let (meta, resource, prm_scopes) = match &prm {
+            Some(p) => {
+                let meta = discovery::server_metadata(&p.authorization_server, true)
+                    .await?
+                    .ok_or_else(|| {
+                        AuthError::Discovery(format!(
+                            "no authorization server metadata for {}",
+                            shown(p.authorization_server.as_str())
+                        ))
+                    })?;
+                (meta, p.resource.clone(), p.scopes_supported.clone())
+            }
+            None => {
+                // A 2025-03-26 server: its origin is the authorization server.
+                let mut origin = self.url.clone();
+                origin.set_path("/");
+                let meta = match discovery::server_metadata(&origin, false).await? {
+                    Some(m) => m,
+                    None => discovery::default_endpoints(&self.url),
+                };
+                (meta, canonical(&self.url), Vec::new())
+            }
+        };
+        let scope = choose_scope(challenge, &prm_scopes, &meta);
+        let listener = Loopback::bind(self.client_config.callback_port).await?;
+        let redirect_uri = listener.redirect_uri();
+        let client = self
+            .client(st, &meta, &redirect_uri, scope.as_deref())
+            .await?;
+        let pkce = oauth::pkce()?;
+        let state = oauth::random_token(24)?;
+        let mut auth_url = meta.authorization_endpoint.clone();
+        {
+            let mut q = auth_url.query_pairs_mut();
+            q.append_pair("response_type", "code")
+                .append_pair("client_id", &client.id)
+                .append_pair("redirect_uri", &redirect_uri)
+                .append_pair("code_challenge", &pkce.challenge)
+                .append_pair("code_challenge_method", oauth::PKCE_METHOD)
+                .append_pair("state", &state)
+                .append_pair("resource", &resource);
+            if let Some(s) = &scope {
+                q.append_pair("scope", s);
+            }
+        }
+        let callback = match browser {
+            Browser::System { no_browser } => {
+                eprintln!(
+                    "Sign in to '{}' in your browser:\n  {auth_url}",
+                    self.server
+                );
+                oauth::visit(auth_url.as_str(), no_browser)?;
+                listener.listen(&state, oauth::DEFAULT_WAIT).await?
+            }
+            Browser::Fetch => {
+                let fetch = tokio::spawn(fetch_redirect(auth_url.clone(), redirect_uri.clone()));
+                let got = listener.listen(&state, Duration::from_secs(30)).await;
+                match got {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if let Ok(Err(why)) = fetch.await {
+                            return Err(AuthError::Redirect(why));
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", callback.code.expose().to_owned()),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", pkce.verifier.expose().to_owned()),
+            ("resource", resource),
+        ];
+        let creds = token::request(meta.token_endpoint.as_str(), &client, form)
+            .await
+            .map_err(Refusal::into_error)?;
+        st.refreshed = None;
+        self.save(st, creds).await;
+        Ok(())
+    }
+
+    /// Which client to be: the one used before with this authorization server, a
+    /// configured one, a metadata document URL, or a fresh registration.
+    async fn client(
+        &self,
+        st: &State,
+        meta: &ServerMetadata,
+        redirect_uri: &str,
+        scope: Option<&str>,
+    ) -> Result<Client, AuthError> {
+        if let Some(c) = &st.client
+            && c.issuer == meta.issuer
+        {
+            return Ok(c.clone());
+        }
+        let cfg = &self.client_config;
+        if let Some(id) = &cfg.client_id {
+            return Ok(Client {
+                id: id.clone(),
+                secret: cfg.client_secret.clone(),
+                method: token::auth_method(None, &meta.auth_methods, cfg.client_secret.is_some()),
+                issuer: meta.issuer.clone(),
+            });
+        }
+        if let Some(url) = &cfg.client_metadata_url
+            && meta.cimd_supported
+        {
+            return Ok(Client {
+                id: url.clone(),
+                secret: None,
+                method: "none".into(),
+                issuer: meta.issuer.clone(),
+            });
+        }
+        match &meta.registration_endpoint {
+            Some(endpoint) => {
+                register::register(
+                    endpoint,
+                    redirect_uri,
+                    scope,
+                    meta.issuer.clone(),
+                    &meta.auth_methods,
+                )
+                .await
+            }
+            None => Err(AuthError::Discovery(format!(
+                "the authorization server offers no registration; register a client with it and set \"oauth\": {{\"client_id\": \"...\"}} for '{}' in the config",
+                self.server
+            ))),
+        }
+    }
+
+    /// The token for a request, refreshed first if it is about to expire.
+    async fn current(&self) -> Option<Secret> {
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        let creds = st.creds.clone()?;
+        let soon = creds
+            .expires_at
+            .is_some_and(|t| t <= crate::tools::cache::now() + REFRESH_MARGIN);
+        if soon && creds.refresh_token.is_some() {
+            self.refresh(&mut st, &creds).await;
+        }
+        st.creds
+            .as_ref()
+            .map(|c| Secret::new(c.access_token.clone()))
+    }
+
+    /// Refreshes; a final refusal erases the stored sign-in, anything else keeps it.
+    async fn refresh(&self, st: &mut State, creds: &Credentials) -> bool {
+        st.refreshed = Some(creds.access_token.clone());
+        match token::refresh(creds).await {
+            Ok(new) => {
+                tracing::info!(server = self.server, "token refreshed");
+                self.save(st, new).await;
+                true
+            }
+            Err(r) if r.is_final() => {
+                tracing::warn!(
+                    server = self.server,
+                    "the sign-in was refused ({}); run `edgar mcp login {}`",
+                    r.into_error(),
+                    self.server
+                );
+                st.creds = None;
+                if let Err(e) = self.store.erase(&self.key).await {
+                    tracing::warn!(server = self.server, "cannot erase the stored sign-in: {e}");
+                }
+                false
+            }
+            Err(r) => {
+                tracing::warn!(
+                    server = self.server,
+                    "refreshing the token failed: {}",
+                    r.into_error()
+                );
+                false
+            }
+        }
+    }
+
+    /// A 401 or 403 came back for a request sent with `sent`: `true` to retry it.
+    async fn retry_after(
+        &self,
+        status: u16,
+        challenge: Option<&Challenge>,
+        sent: Option<&str>,
+    ) -> bool {
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        let now = st.creds.as_ref().map(|c| c.access_token.as_str());
+        if now.is_some() && now != sent {
+            // Another request already renewed the token.
+            return true;
+        }
+        if status == 401
+            && let Some(creds) = st.creds.clone()
+            && creds.refresh_token.is_some()
+            && st.refreshed.as_deref() != Some(creds.access_token.as_str())
+            && self.refresh(&mut st, &creds).await
+        {
+            return true;
+        }
+        if self.browser.is_none() {
+            return false;
+        }
+        match self.authorize(&mut st, challenge).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(server = self.server, "signing in failed: {e}");
+                false
+            }
+        }
+    }
+}
+
+impl Authorizer for McpAuth {
+    fn bearer(&self) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + '_>> {
+        Box::pin(self.current())
+    }
+
+    fn refused<'a>(
+        &'a self,
+        status: u16,
+        challenge: Option<&'a Challenge>,
+        sent: Option<&'a Secret>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(self.retry_after(status, challenge, sent.map(Secret::expose)))
+    }
+}
+
+/// The credential store entry of a server: its name and a digest of its URL, so a
+/// changed URL never receives the old server's token.
+pub fn store_key(spec: &ServerSpec) -> String {
+    format!("mcp-server:{}:{}", spec.name, &spec.digest()[..16])
+}
+
+/// Scopes to ask for: the challenge's, else the resource's `scopes_supported`, else
+/// none. `offline_access` is added only where the authorization server lists it.
+fn choose_scope(
+    challenge: Option<&Challenge>,
+    prm_scopes: &[String],
+    meta: &ServerMetadata,
+) -> Option<String> {
+    let base = challenge
+        .and_then(|c| c.scope.clone())
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| (!prm_scopes.is_empty()).then(|| prm_scopes.join(" ")))?;
+    let wants_offline = meta.scopes_supported.iter().any(|s| s == "offline_access")
+        && !base.split(' ').any(|s| s == "offline_access");
+    Some(if wants_offline {
+        format!("{base} offline_access")
+    } else {
+        base
+    })
+}
+
+/// The server URL as an RFC 8707 resource: no fragment, no query.
+fn canonical(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_fragment(None);
+    u.set_query(None);
+    u.as_str().to_owned()
+}
+
+/// The headless "browser": one GET without redirects, then the `Location`, which must
+/// be our redirect URI.
+async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
+    let client = oauth::http_client().map_err(|e| e.to_string())?;
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("the authorization request failed: {}", e.without_url()))?;
+    let Some(location) = response
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return Err(format!(
+            "the authorization server answered HTTP {} without a redirect",
+            response.status().as_u16()
+        ));
+    };
+    if !location.starts_with(&redirect_uri) {
+        return Err(format!(
+            "the authorization server redirected to {}",
+            shown(&location)
+        ));
+    }
+    client.get(&location).send().await.map_err(|e| {
+        format!(
+            "the redirect did not reach the listener: {}",
+            e.without_url()
+        )
+    })?;
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! What a sign-in to an MCP server leaves behind ([`Credentials`], stored as one
+//! secret), and the token endpoint requests that make and renew it.
+
+use std::fmt;
+
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::auth::oauth::post;
+use crate::auth::{AuthError, Secret};
+use crate::text::shown;
+
+/// How edgar authenticates to the token endpoint, as registered or configured.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Client {
+    pub id: String,
+    /// Issued by registration or configured by the user; edgar ships none.
+    pub secret: Option<String>,
+    /// `none`, `client_secret_basic` or `client_secret_post`.
+    pub method: String,
+    /// The authorization server this client belongs to.
+    pub issuer: Option<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .field("method", &self.method)
+            .finish()
+    }
+}
+
+/// One server's sign-in: tokens, where to renew them, and with which client.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Credentials {
+    pub access_token: String,
+    pub refresh_token: Option<String>,
+    /// Unix seconds.
+    pub expires_at: Option<u64>,
+    pub scope: Option<String>,
+    /// The RFC 8707 resource, sent identically on every request.
+    pub resource: String,
+    pub token_endpoint: String,
+    pub client: Client,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_token", &"***")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "***"))
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .field("resource", &self.resource)
+            .field("client", &self.client)
+            .finish()
+    }
+}
+
+/// Why a token request failed.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The server answered with an OAuth error (`invalid_grant`, ...).
+    OAuth { error: String },
+    /// Anything else: the network, a 5xx, a malformed answer. Nothing is erased for it.
+    Failed(AuthError),
+}
+
+impl Refusal {
+    /// The stored sign-in cannot work again (RFC 6749 §5.2).
+    pub fn is_final(&self) -> bool {
+        matches!(self, Refusal::OAuth { error } if matches!(error.as_str(),
+            "invalid_grant" | "invalid_client" | "unauthorized_client"))
+    }
+
+    pub fn into_error(self) -> AuthError {
+        match self {
+            Refusal::OAuth { error } => AuthError::Token(error),
+            Refusal::Failed(e) => e,
+        }
+    }
+}
+
+/// Sends a token request with the client's authentication method.
+pub async fn request(
+    endpoint: &str,
+    client: &Client,
+    mut form: Vec<(&'static str, String)>,
+) -> Result<Credentials, Refusal> {
+    let secret = client.secret.clone().map(Secret::new);
+    let basic = match (client.method.as_str(), &secret) {
+        ("client_secret_basic", Some(s)) => Some((client.id.as_str(), s)),
+        _ => None,
+    };
+    if basic.is_none() {
+        form.push(("client_id", client.id.clone()));
+    }
+    if let ("client_secret_post", Some(s)) = (client.method.as_str(), &client.secret) {
+        form.push(("client_secret", s.clone()));
+    }
+    let resource = form
+        .iter()
+        .find(|(k, _)| *k == "resource")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let response = post(endpoint, &pairs, basic)
+        .await
+        .map_err(Refusal::Failed)?;
+    let json = response.json;
+    if !(200..300).contains(&response.status) {
+        return match json.get("error").and_then(Value::as_str) {
+            Some(error) => Err(Refusal::OAuth {
+                error: shown(error),
+            }),
+            None => Err(Refusal::Failed(AuthError::Token(format!(
+                "HTTP {} from the token endpoint",
+                response.status
+            )))),
+        };
+    }
+    let Some(access_token) = json.get("access_token").and_then(Value::as_str) else {
+        return Err(Refusal::Failed(AuthError::Token(
+            "the token response has no access_token".into(),
+        )));
+    };
+    let kind = json.get("token_type").and_then(Value::as_str).unwrap_or("");
+    if !kind.eq_ignore_ascii_case("bearer") {
+        return Err(Refusal::Failed(AuthError::Token(format!(
+            "the token type is {}, not Bearer",
+            shown(kind)
+        ))));
+    }
+    let expires_at = json
+        .get("expires_in")
+        .and_then(Value::as_u64)
+        .map(|s| crate::tools::cache::now() + s);
+    Ok(Credentials {
+        access_token: access_token.to_owned(),
+        refresh_token: json
+            .get("refresh_token")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        expires_at,
+        scope: json.get("scope").and_then(Value::as_str).map(str::to_owned),
+        resource,
+        token_endpoint: endpoint.to_owned(),
+        client: client.clone(),
+    })
+}
+
+/// Renews `old` with its refresh token; a response without a new refresh token keeps
+/// the old one (servers that do not rotate).
+pub async fn refresh(old: &Credentials) -> Result<Credentials, Refusal> {
+    let Some(refresh_token) = &old.refresh_token else {
+        return Err(Refusal::OAuth {
+            error: "no refresh token".into(),
+        });
+    };
+    let form = vec![
+        ("grant_type", "refresh_token".to_owned()),
+        ("refresh_token", refresh_token.clone()),
+        ("resource", old.resource.clone()),
+    ];
+    let mut new = request(&old.token_endpoint, &old.client, form).await?;
+    if new.refresh_token.is_none() {
+        new.refresh_token = old.refresh_token.clone();
+    }
+    if new.scope.is_none() {
+        new.scope = old.scope.clone();
+    }
+    Ok(new)
+}
+
+/// Picks the token endpoint authentication method: the registered one if the server
+/// allows it, else by what the server lists and whether there is a secret.
+pub fn auth_method(registered: Option<&str>, supported: &[String], has_secret: bool) -> String {
+    let allowed = |m: &str| supported.is_empty() || supported.iter().any(|s| s == m);
+    if let Some(m) = registered
+        && allowed(m)
+        && (m == "none" || has_secret)
+    {
+        return m.to_owned();
+    }
+    if !has_secret {
+        return "none".into();
+    }
+    // RFC 8414 §2: an absent list means client_secret_basic.
+    if supported.is_empty() || supported.iter().any(|s| s == "client_secret_basic") {
+        "client_secret_basic".into()
+    } else if supported.iter().any(|s| s == "client_secret_post") {
+        "client_secret_post".into()
+    } else {
+        "none".into()
+    }
+}
+
+/// A URL-safe check that an endpoint string is a URL.
+pub fn endpoint_url(s: &str) -> Result<Url, AuthError> {
+    Url::parse(s).map_err(|_| AuthError::Discovery(format!("{} is not a URL", shown(s))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_follow_the_server() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            auth_method(
+                Some("client_secret_post"),
+                &s(&["client_secret_post"]),
+                true
+            ),
+            "client_secret_post"
+        );
+        assert_eq!(
+            auth_method(None, &s(&["client_secret_basic"]), true),
+            "client_secret_basic"
+        );
+        assert_eq!(auth_method(None, &[], true), "client_secret_basic");
+        assert_eq!(auth_method(None, &s(&["none"]), false), "none");
+        assert_eq!(
+            auth_method(Some("client_secret_basic"), &s(&["none"]), true),
+            "none"
+        );
+        assert_eq!(auth_method(Some("none"), &s(&["none"]), true), "none");
+    }
+
+    #[test]
+    fn credentials_never_show_secrets() {
+        let c = Credentials {
+            access_token: "at-secret-1".into(),
+            refresh_token: Some("rt-secret-2".into()),
+            expires_at: None,
+            scope: None,
+            resource: "r".into(),
+            token_endpoint: "t".into(),
+            client: Client {
+                id: "id".into(),
+                secret: Some("cs-secret-3".into()),
+                method: "none".into(),
+                issuer: None,
+            },
+        };
+        let text = format!("{c:?}");
+        for s in ["at-secret-1", "rt-secret-2", "cs-secret-3"] {
+            assert!(!text.contains(s), "{text}");
+        }
+    }
+}
