@@ -111,6 +111,19 @@ pub enum McpCommand {
     },
     /// Forget a server's failure so it starts again when needed.
     Reset { name: String },
+    /// Sign in to an HTTP server (OAuth 2.1 with PKCE through a loopback redirect).
+    Login {
+        name: String,
+        /// Print the sign-in URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Tests only: GET the authorization URL and follow its redirect to the loopback
+        /// listener without a browser (for authorization servers that redirect at once).
+        #[arg(long, hide = true)]
+        browser_fetch: bool,
+    },
+    /// Erase everything stored for a server's sign-in.
+    Logout { name: String },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]
     ExampleServer,

@@ -5,6 +5,7 @@ mod dev;
 mod guard;
 mod mcp;
 mod search;
+mod sign_in;
 
 use std::process::ExitCode;
 

@@ -5,6 +5,7 @@ mod auth_cli;
 mod guard;
 mod guard_cli;
 mod loopback;
+mod mcp_auth;
 mod mcp_cli;
 mod mcp_http_faults;
 mod mcp_http_real;

@@ -21,6 +21,8 @@ pub struct Req {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body as text (forms).
+    pub raw: String,
 }
 
 impl Req {
@@ -29,6 +31,15 @@ impl Req {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+    /// A form or query parameter, percent-decoded.
+    pub fn param(&self, name: &str) -> Option<String> {
+        let query = self.path.split_once('?').map(|(_, q)| q).unwrap_or("");
+        [self.raw.as_str(), query]
+            .iter()
+            .flat_map(|s| edgar_host::auth::oauth::parse_query(s))
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
     }
     pub fn rpc(&self) -> &str {
         self.body["method"].as_str().unwrap_or("")
@@ -131,6 +142,7 @@ async fn serve(mut socket: TcpStream, handler: Arc<Handler>, seen: Arc<Mutex<Vec
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        raw: String::from_utf8_lossy(&body).into_owned(),
     };
     if let Ok(mut s) = seen.lock() {
         s.push(req.clone());

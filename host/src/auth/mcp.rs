@@ -131,11 +131,20 @@ impl McpAuth {
         st.creds = Some(creds);
     }
 
-    /// The stored sign-in, for `edgar mcp list` (tokens stay inside).
-    pub async fn credentials(&self) -> Option<Credentials> {
-        let mut st = self.state.lock().await;
-        self.load(&mut st).await;
-        st.creds.clone()
+    /// The stored sign-in, for `edgar mcp list` (tokens stay inside); a store that
+    /// cannot be read says why.
+    pub async fn stored(&self) -> Result<Option<Credentials>, AuthError> {
+        match self.store.read(&self.key).await? {
+            Some(secret) => serde_json::from_str(secret.expose())
+                .map(Some)
+                .map_err(|_| {
+                    AuthError::Store(format!(
+                        "the stored sign-in of '{}' is unreadable",
+                        self.server
+                    ))
+                }),
+            None => Ok(None),
+        }
     }
 
     /// Erases everything stored for this server. `true` if there was something.
@@ -387,6 +396,8 @@ impl McpAuth {
                 false
             }
             Err(r) => {
+                // Not the server's verdict (the network, a 5xx): a later request may try again.
+                st.refreshed = None;
                 tracing::warn!(
                     server = self.server,
                     "refreshing the token failed: {}",

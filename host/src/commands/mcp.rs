@@ -90,12 +90,18 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             let config = load(&paths)?;
             let session = session(&config, &cwd);
             let status = session.status();
+            let sign_ins = runtime()?.block_on(super::sign_in::states(&config));
             if json {
                 let v: Vec<Value> = status
                     .iter()
-                    .map(|s| {
+                    .zip(&sign_ins)
+                    .map(|(s, sign_in)| {
                         let (state, detail) = describe(&s.state);
-                        json!({"name": s.name, "type": s.kind, "state": state, "detail": detail})
+                        let mut v = json!({"name": s.name, "type": s.kind, "state": state, "detail": detail});
+                        if let Some(si) = sign_in {
+                            v["sign_in"] = si.json();
+                        }
+                        v
                     })
                     .collect();
                 print_json(&json!(v))?;
@@ -107,20 +113,41 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         "no MCP servers configured; add one with `edgar mcp add`"
                     )?;
                 }
-                for s in &status {
+                for (s, sign_in) in status.iter().zip(&sign_ins) {
                     let (state, detail) = describe(&s.state);
                     writeln!(
                         out,
-                        "{}\t{}\t{}{}",
+                        "{}\t{}\t{}{}{}",
                         s.name,
                         s.kind,
                         state,
-                        detail.map(|d| format!(": {d}")).unwrap_or_default()
+                        detail.map(|d| format!(": {d}")).unwrap_or_default(),
+                        sign_in
+                            .as_ref()
+                            .map(|si| format!("\t{}", si.text()))
+                            .unwrap_or_default()
                     )?;
                 }
                 out.flush()?;
             }
             Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Login {
+            name,
+            no_browser,
+            browser_fetch,
+        } => {
+            let config = load(&paths)?;
+            runtime()?.block_on(super::sign_in::login(
+                &config,
+                &name,
+                no_browser,
+                browser_fetch,
+            ))
+        }
+        McpCommand::Logout { name } => {
+            let config = load(&paths)?;
+            runtime()?.block_on(super::sign_in::logout(&config, &name))
         }
         McpCommand::Reset { name } => runtime()?.block_on(async {
             let config = load(&paths)?;
@@ -292,9 +319,17 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
 }
 
 /// The CLI's session: on-disk cache, and elicitation answered from schema defaults.
+/// The CLI's session: on-disk cache, elicitation answered from schema defaults, HTTP
+/// sign-ins from the credential store, and a browser for re-authorization (step-up)
+/// only when a human is at the terminal.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
+    use std::io::IsTerminal;
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AcceptDefaults);
+    opts.credentials = super::sign_in::store().ok();
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        opts.browser = Some(edgar_host::auth::mcp::Browser::System { no_browser: false });
+    }
     Session::new(config, opts)
 }
 

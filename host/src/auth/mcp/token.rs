@@ -78,7 +78,7 @@ impl Refusal {
 
     pub fn into_error(self) -> AuthError {
         match self {
-            Refusal::OAuth { error } => AuthError::Token(error),
+            Refusal::OAuth { error } => AuthError::Token(shown(&error)),
             Refusal::Failed(e) => e,
         }
     }
@@ -114,7 +114,7 @@ pub async fn request(
     if !(200..300).contains(&response.status) {
         return match json.get("error").and_then(Value::as_str) {
             Some(error) => Err(Refusal::OAuth {
-                error: shown(error),
+                error: error.chars().take(100).collect(),
             }),
             None => Err(Refusal::Failed(AuthError::Token(format!(
                 "HTTP {} from the token endpoint",

@@ -1,0 +1,162 @@
+//! `edgar mcp login|logout NAME` and the sign-in column of `edgar mcp list`. Tokens
+//! never leave the store through here: only scopes and expiry are printed.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use edgar_host::auth::keys::Keys;
+use edgar_host::auth::mcp::{Browser, McpAuth};
+use edgar_host::auth::store::Store;
+use edgar_host::config::{Config, Transport};
+use edgar_host::paths;
+use edgar_host::tools::cache::{ToolCache, now};
+use serde_json::{Value, json};
+
+/// The configured credential store (`config.json`'s `credential_store`).
+pub fn store() -> anyhow::Result<Store> {
+    Ok(Keys::load(paths::config_dir().as_deref())?.store)
+}
+
+fn http_server<'a>(
+    config: &'a Config,
+    name: &str,
+) -> anyhow::Result<&'a edgar_host::config::ServerSpec> {
+    let spec = config
+        .server(name)
+        .with_context(|| format!("no MCP server named '{name}' is configured"))?;
+    if matches!(spec.transport, Transport::Stdio { .. }) {
+        bail!("'{name}' is a stdio server; only HTTP servers sign in");
+    }
+    Ok(spec)
+}
+
+pub async fn login(
+    config: &Config,
+    name: &str,
+    no_browser: bool,
+    fetch: bool,
+) -> anyhow::Result<ExitCode> {
+    let spec = http_server(config, name)?;
+    let store = store()?;
+    store.available().await?;
+    let browser = if fetch {
+        Browser::Fetch
+    } else {
+        Browser::System { no_browser }
+    };
+    let auth = McpAuth::new(spec, store.clone(), Some(browser))?;
+    let creds = auth.login().await?;
+    // The server may have been remembered as "needs login"; let it start again.
+    ToolCache::new(paths::cache_dir().as_deref()).clear_failure(spec);
+    println!(
+        "signed in to {name}{}{}; stored in {}",
+        creds
+            .scope
+            .as_deref()
+            .map(|s| format!(" (scope: {s})"))
+            .unwrap_or_default(),
+        creds
+            .expires_at
+            .map(|t| format!(", expires {}", until(t)))
+            .unwrap_or_default(),
+        store.describe()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn logout(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
+    let spec = http_server(config, name)?;
+    let auth = McpAuth::new(spec, store()?, None)?;
+    if auth.logout().await? {
+        println!("signed out of {name}; its stored sign-in is erased");
+    } else {
+        println!("{name} had no stored sign-in");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A server's sign-in as `edgar mcp list` shows it.
+pub enum SignIn {
+    SignedIn {
+        expires_at: Option<u64>,
+        scope: Option<String>,
+        renewable: bool,
+    },
+    None,
+    Unknown(String),
+}
+
+impl SignIn {
+    pub fn text(&self) -> String {
+        match self {
+            SignIn::SignedIn {
+                expires_at,
+                renewable,
+                ..
+            } => match expires_at {
+                Some(t) if *t <= now() && *renewable => {
+                    "signed in (token expired; renews on use)".into()
+                }
+                Some(t) if *t <= now() => "sign-in expired: run `edgar mcp login`".into(),
+                Some(t) => format!("signed in, expires {}", until(*t)),
+                None => "signed in".into(),
+            },
+            SignIn::None => "not signed in".into(),
+            SignIn::Unknown(why) => format!("sign-in unknown: {why}"),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        match self {
+            SignIn::SignedIn {
+                expires_at,
+                scope,
+                renewable,
+            } => {
+                json!({"state": "signed-in", "expires_at": expires_at, "scope": scope, "renewable": renewable})
+            }
+            SignIn::None => json!({"state": "none"}),
+            SignIn::Unknown(why) => json!({"state": "unknown", "reason": why}),
+        }
+    }
+}
+
+/// Every server's sign-in (`None` for stdio servers), read from the store.
+pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
+    let store = store();
+    let mut out = Vec::new();
+    for spec in &config.servers {
+        if matches!(spec.transport, Transport::Stdio { .. }) {
+            out.push(None);
+            continue;
+        }
+        let state = match &store {
+            Err(e) => SignIn::Unknown(e.to_string()),
+            Ok(store) => match McpAuth::new(spec, store.clone(), None) {
+                Err(e) => SignIn::Unknown(e.to_string()),
+                Ok(auth) => match auth.stored().await {
+                    Ok(Some(c)) => SignIn::SignedIn {
+                        expires_at: c.expires_at,
+                        scope: c.scope,
+                        renewable: c.refresh_token.is_some(),
+                    },
+                    Ok(None) => SignIn::None,
+                    Err(e) => SignIn::Unknown(e.to_string()),
+                },
+            },
+        };
+        out.push(Some(state));
+    }
+    out
+}
+
+/// "in 52 min" / "in 3 h" / "in 2 days".
+fn until(t: u64) -> String {
+    let s = t.saturating_sub(now());
+    match s {
+        0..120 => format!("in {s} s"),
+        120..7200 => format!("in {} min", s / 60),
+        7200..172800 => format!("in {} h", s / 3600),
+        _ => format!("in {} days", s / 86400),
+    }
+}

@@ -1,0 +1,387 @@
+//! MCP server sign-in against an authorization server of our own on loopback (the
+//! conformance suite's never issues refresh tokens): login through the real listener,
+//! bearer tokens on calls, refresh on a 401 and before expiry, rotation saved, a
+//! rejected refresh erasing the sign-in, a network failure erasing nothing, and the
+//! CLI never printing a token.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use edgar_host::auth::mcp::{Browser, McpAuth, store_key};
+use edgar_host::auth::oauth::challenge;
+use edgar_host::auth::store::Store;
+use edgar_host::config::{Config, ServerSpec};
+use edgar_host::mcp::McpError;
+use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_tests::run;
+use serde_json::{Value, json};
+
+use crate::mcp_http_faults::{FakeHttp, Req, Resp, good};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+
+/// What the authorization server and the protected MCP server share.
+#[derive(Default)]
+struct World {
+    base: OnceLock<String>,
+    counter: u32,
+    access: HashSet<String>,
+    refresh: HashSet<String>,
+    challenges: HashMap<String, String>,
+    expires_in: u64,
+    token_down: bool,
+    /// (grant_type, resource) of each token request.
+    token_requests: Vec<(String, String)>,
+    /// The bearer token of each MCP request (`None` if it had none).
+    bearers: Vec<Option<String>>,
+    refusals: usize,
+}
+
+type Shared = Arc<Mutex<World>>;
+
+fn lock(w: &Shared) -> std::sync::MutexGuard<'_, World> {
+    w.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn issue(w: &mut World) -> Value {
+    w.counter += 1;
+    let (a, r) = (
+        format!("secret-access-{}", w.counter),
+        format!("secret-refresh-{}", w.counter),
+    );
+    w.access.insert(a.clone());
+    w.refresh.insert(r.clone());
+    json!({"access_token": a, "refresh_token": r, "token_type": "Bearer",
+        "expires_in": w.expires_in, "scope": "files:read"})
+}
+
+fn handle(world: &Shared, req: &Req) -> Resp {
+    let base = lock(world).base.get().cloned().unwrap_or_default();
+    let path = req.path.split('?').next().unwrap_or("");
+    let bad = |e: &str| Resp::Json(400, vec![], json!({"error": e}));
+    match (req.method.as_str(), path) {
+        ("GET", "/.well-known/oauth-protected-resource/mcp") => Resp::Json(
+            200,
+            vec![],
+            json!({"resource": format!("{base}/mcp"), "authorization_servers": [base],
+                "scopes_supported": ["files:read"]}),
+        ),
+        ("GET", "/.well-known/oauth-authorization-server") => Resp::Json(
+            200,
+            vec![],
+            json!({"issuer": base, "authorization_endpoint": format!("{base}/authorize"),
+                "token_endpoint": format!("{base}/token"), "registration_endpoint": format!("{base}/register"),
+                "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+                "token_endpoint_auth_methods_supported": ["none"]}),
+        ),
+        ("POST", "/register") => Resp::Json(
+            201,
+            vec![],
+            json!({"client_id": "edgar-test-client", "token_endpoint_auth_method": "none"}),
+        ),
+        ("GET", "/authorize") => {
+            let (Some(redirect), Some(state), Some(ch)) = (
+                req.param("redirect_uri"),
+                req.param("state"),
+                req.param("code_challenge"),
+            ) else {
+                return bad("invalid_request");
+            };
+            let mut w = lock(world);
+            w.counter += 1;
+            let code = format!("code-{}", w.counter);
+            w.challenges.insert(code.clone(), ch);
+            Resp::Status(
+                302,
+                vec![("location", format!("{redirect}?code={code}&state={state}"))],
+            )
+        }
+        ("POST", "/token") => {
+            let mut w = lock(world);
+            let grant = req.param("grant_type").unwrap_or_default();
+            w.token_requests
+                .push((grant.clone(), req.param("resource").unwrap_or_default()));
+            if w.token_down {
+                return Resp::Status(503, vec![]);
+            }
+            match grant.as_str() {
+                "authorization_code" => {
+                    let code = req.param("code").unwrap_or_default();
+                    let verifier = req.param("code_verifier").unwrap_or_default();
+                    match w.challenges.remove(&code) {
+                        Some(ch) if ch == challenge(&verifier) => {
+                            Resp::Json(200, vec![], issue(&mut w))
+                        }
+                        _ => bad("invalid_grant"),
+                    }
+                }
+                "refresh_token" => {
+                    let token = req.param("refresh_token").unwrap_or_default();
+                    // Rotation: a refresh token works once.
+                    if w.refresh.remove(&token) {
+                        Resp::Json(200, vec![], issue(&mut w))
+                    } else {
+                        bad("invalid_grant")
+                    }
+                }
+                _ => bad("unsupported_grant_type"),
+            }
+        }
+        ("POST", "/mcp") => {
+            let mut w = lock(world);
+            let bearer = req
+                .header("authorization")
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .map(str::to_owned);
+            w.bearers.push(bearer.clone());
+            if !bearer.is_some_and(|b| w.access.contains(&b)) {
+                w.refusals += 1;
+                return Resp::Status(
+                    401,
+                    vec![(
+                        "www-authenticate",
+                        format!(
+                            r#"Bearer error="invalid_token", resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+                        ),
+                    )],
+                );
+            }
+            drop(w);
+            good(req).unwrap_or(Resp::Accepted)
+        }
+        _ => good(req).unwrap_or(Resp::Status(404, vec![])),
+    }
+}
+
+async fn protected(expires_in: u64) -> (FakeHttp, Shared) {
+    let world: Shared = Arc::new(Mutex::new(World {
+        expires_in,
+        ..World::default()
+    }));
+    let w = world.clone();
+    let server = FakeHttp::start(move |req| handle(&w, req)).await;
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let _ = lock(&world).base.set(base);
+    (server, world)
+}
+
+fn session(spec: &ServerSpec, store: &Store) -> Session {
+    let config = Config {
+        servers: vec![spec.clone()],
+        ..Config::default()
+    };
+    let mut opts = SessionOptions::new(std::env::temp_dir(), None);
+    opts.credentials = Some(store.clone());
+    Session::new(&config, opts)
+}
+
+async fn stored_refresh(store: &Store, spec: &ServerSpec) -> Option<String> {
+    let secret = store.read(&store_key(spec)).await.ok().flatten()?;
+    let v: Value = serde_json::from_str(secret.expose()).ok()?;
+    v["refresh_token"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_refresh_rotation_and_rejection() {
+    let (server, world) = protected(3600).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    let store = Store::memory();
+
+    let auth =
+        McpAuth::new(&spec, store.clone(), Some(Browser::Fetch)).unwrap_or_else(|e| panic!("{e}"));
+    let creds = auth.login().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(creds.scope.as_deref(), Some("files:read"));
+    assert_eq!(
+        stored_refresh(&store, &spec).await.as_deref(),
+        Some("secret-refresh-2")
+    );
+
+    // The login's probe was the one unauthenticated request.
+    assert_eq!(lock(&world).refusals, 1);
+    let s = session(&spec, &store);
+    let call = || s.call("prot__echo", json!({"text": "x"}));
+    call().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lock(&world).refusals, 1);
+
+    // The access token expires on the server: one 401, one refresh, the call succeeds,
+    // and the rotated refresh token is what is stored now.
+    lock(&world).access.clear();
+    call().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lock(&world).refusals, 2);
+    assert_eq!(
+        stored_refresh(&store, &spec).await.as_deref(),
+        Some("secret-refresh-3")
+    );
+
+    // The token endpoint is down: the call fails, but nothing is erased.
+    lock(&world).access.clear();
+    lock(&world).token_down = true;
+    let e = call().await.err();
+    assert!(matches!(e, Some(McpError::NeedsLogin { .. })), "{e:?}");
+    assert_eq!(
+        stored_refresh(&store, &spec).await.as_deref(),
+        Some("secret-refresh-3")
+    );
+
+    // The refresh token is rejected: the sign-in is erased and the error says what to run.
+    lock(&world).token_down = false;
+    lock(&world).refresh.clear();
+    let e = call()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("run `edgar mcp login prot`"), "{e}");
+    assert!(
+        store.read(&store_key(&spec)).await.ok().flatten().is_none(),
+        "{:?}",
+        lock(&world).token_requests
+    );
+
+    // `resource` went out identically on every token request.
+    {
+        let w = lock(&world);
+        let grants: Vec<&str> = w.token_requests.iter().map(|(g, _)| g.as_str()).collect();
+        assert_eq!(
+            grants,
+            [
+                "authorization_code",
+                "refresh_token",
+                "refresh_token",
+                "refresh_token"
+            ]
+        );
+        assert!(
+            w.token_requests.iter().all(|(_, r)| *r == server.url),
+            "{:?}",
+            w.token_requests
+        );
+    }
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_about_to_expire_is_refreshed_before_use() {
+    let (server, world) = protected(30).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    let store = Store::memory();
+    McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let s = session(&spec, &store);
+    s.call("prot__echo", json!({"text": "x"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        let w = lock(&world);
+        // Only the login's probe went without a token.
+        assert_eq!(w.refusals, 1);
+        // Every MCP request carried the refreshed token, none the one about to expire.
+        assert!(
+            w.bearers
+                .iter()
+                .all(|b| b.as_deref() != Some("secret-access-2")),
+            "{:?}",
+            w.bearers
+        );
+        assert!(
+            w.bearers
+                .iter()
+                .any(|b| b.as_deref() == Some("secret-access-3"))
+        );
+    }
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_sign_in_the_server_needs_login() {
+    let (server, _world) = protected(3600).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    let s = session(&spec, &Store::memory());
+    let e = s.tools("prot").await.err();
+    match e {
+        Some(McpError::NeedsLogin { challenge, .. }) => {
+            assert!(challenge.and_then(|c| c.resource_metadata).is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_signs_in_and_out_without_printing_tokens() {
+    let (server, _world) = protected(3600).await;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = home.path().join("config/edgar");
+    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("mcp.json"),
+        json!({"mcpServers": {"prot": {"type": "http", "url": server.url}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("config.json"),
+        r#"{"credential_store": "file"}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let home = home.path().to_owned();
+    let runs = tokio::task::spawn_blocking(move || {
+        let edgar = |args: &[&str]| {
+            let mut a = vec![];
+            a.extend_from_slice(args);
+            run(EDGAR, &home, &a, b"")
+        };
+        let before = edgar(&["mcp", "call", "prot__echo", r#"{"text":"x"}"#]);
+        let login = edgar(&["mcp", "login", "prot", "--browser-fetch"]);
+        let list = edgar(&["mcp", "list"]);
+        let call = edgar(&["mcp", "call", "prot__echo", r#"{"text":"x"}"#]);
+        let logout = edgar(&["mcp", "logout", "prot"]);
+        let after = edgar(&["mcp", "list", "--json"]);
+        vec![before, login, list, call, logout, after]
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let [before, login, list, call, logout, after] = &runs[..] else {
+        panic!("six runs");
+    };
+    assert!(
+        before.stderr.contains("run `edgar mcp login prot`"),
+        "{}",
+        before.stderr
+    );
+    assert_eq!(login.code, Some(0), "{}", login.stderr);
+    assert!(
+        login
+            .stdout
+            .contains("signed in to prot (scope: files:read), expires in"),
+        "{}",
+        login.stdout
+    );
+    assert!(
+        list.stdout.contains("signed in, expires in"),
+        "{}",
+        list.stdout
+    );
+    assert_eq!(call.code, Some(0), "{}", call.stderr);
+    assert_eq!(call.stdout.trim(), "fine");
+    assert!(
+        logout.stdout.contains("signed out of prot"),
+        "{}",
+        logout.stdout
+    );
+    assert!(
+        after.stdout.contains(r#""state": "none""#),
+        "{}",
+        after.stdout
+    );
+    for r in &runs {
+        for text in [&r.stdout, &r.stderr] {
+            assert!(
+                !text.contains("secret-access") && !text.contains("secret-refresh"),
+                "{text}"
+            );
+        }
+    }
+}
