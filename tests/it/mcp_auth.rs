@@ -35,6 +35,13 @@ struct World {
     /// The bearer token of each MCP request (`None` if it had none).
     bearers: Vec<Option<String>>,
     refusals: usize,
+    /// Scope asked for at each authorization request.
+    asked: Vec<Option<String>>,
+    /// Scope granted with each code and each access token.
+    code_scope: HashMap<String, String>,
+    token_scope: HashMap<String, String>,
+    /// `tools/call` needs `files:write`.
+    need_write: bool,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -43,7 +50,7 @@ fn lock(w: &Shared) -> std::sync::MutexGuard<'_, World> {
     w.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn issue(w: &mut World) -> Value {
+fn issue(w: &mut World, scope: &str) -> Value {
     w.counter += 1;
     let (a, r) = (
         format!("secret-access-{}", w.counter),
@@ -51,8 +58,10 @@ fn issue(w: &mut World) -> Value {
     );
     w.access.insert(a.clone());
     w.refresh.insert(r.clone());
+    w.token_scope.insert(a.clone(), scope.to_owned());
+    w.token_scope.insert(r.clone(), scope.to_owned());
     json!({"access_token": a, "refresh_token": r, "token_type": "Bearer",
-        "expires_in": w.expires_in, "scope": "files:read"})
+        "expires_in": w.expires_in, "scope": scope})
 }
 
 fn handle(world: &Shared, req: &Req) -> Resp {
@@ -91,6 +100,10 @@ fn handle(world: &Shared, req: &Req) -> Resp {
             w.counter += 1;
             let code = format!("code-{}", w.counter);
             w.challenges.insert(code.clone(), ch);
+            let scope = req.param("scope");
+            w.asked.push(scope.clone());
+            w.code_scope
+                .insert(code.clone(), scope.unwrap_or_else(|| "files:read".into()));
             Resp::Status(
                 302,
                 vec![("location", format!("{redirect}?code={code}&state={state}"))],
@@ -108,9 +121,10 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                 "authorization_code" => {
                     let code = req.param("code").unwrap_or_default();
                     let verifier = req.param("code_verifier").unwrap_or_default();
+                    let scope = w.code_scope.get(&code).cloned().unwrap_or_default();
                     match w.challenges.remove(&code) {
                         Some(ch) if ch == challenge(&verifier) => {
-                            Resp::Json(200, vec![], issue(&mut w))
+                            Resp::Json(200, vec![], issue(&mut w, &scope))
                         }
                         _ => bad("invalid_grant"),
                     }
@@ -119,7 +133,8 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                     let token = req.param("refresh_token").unwrap_or_default();
                     // Rotation: a refresh token works once.
                     if w.refresh.remove(&token) {
-                        Resp::Json(200, vec![], issue(&mut w))
+                        let scope = w.token_scope.get(&token).cloned().unwrap_or_default();
+                        Resp::Json(200, vec![], issue(&mut w, &scope))
                     } else {
                         bad("invalid_grant")
                     }
@@ -134,7 +149,7 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                 .and_then(|h| h.strip_prefix("Bearer "))
                 .map(str::to_owned);
             w.bearers.push(bearer.clone());
-            if !bearer.is_some_and(|b| w.access.contains(&b)) {
+            if !bearer.as_ref().is_some_and(|b| w.access.contains(b)) {
                 w.refusals += 1;
                 return Resp::Status(
                     401,
@@ -143,6 +158,19 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                         format!(
                             r#"Bearer error="invalid_token", resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
                         ),
+                    )],
+                );
+            }
+            let scope = bearer
+                .and_then(|b| w.token_scope.get(&b).cloned())
+                .unwrap_or_default();
+            if w.need_write && req.rpc() == "tools/call" && !scope.contains("files:write") {
+                return Resp::Status(
+                    403,
+                    vec![(
+                        "www-authenticate",
+                        r#"Bearer error="insufficient_scope", scope="files:read files:write""#
+                            .into(),
                     )],
                 );
             }
@@ -328,10 +356,11 @@ async fn the_cli_signs_in_and_out_without_printing_tokens() {
     .unwrap_or_else(|e| panic!("{e}"));
     let home = home.path().to_owned();
     let runs = tokio::task::spawn_blocking(move || {
+        // Debug logs on, so a token in any log line would show up in stderr too.
         let edgar = |args: &[&str]| {
-            let mut a = vec![];
+            let mut a = vec!["EDGAR_LOG=debug", EDGAR];
             a.extend_from_slice(args);
-            run(EDGAR, &home, &a, b"")
+            run("env", &home, &a, b"")
         };
         let before = edgar(&["mcp", "call", "prot__echo", r#"{"text":"x"}"#]);
         let login = edgar(&["mcp", "login", "prot", "--browser-fetch"]);
@@ -384,4 +413,49 @@ async fn the_cli_signs_in_and_out_without_printing_tokens() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_up_without_a_human_is_remembered_for_the_next_login() {
+    let (server, world) = protected(3600).await;
+    lock(&world).need_write = true;
+    let spec = ServerSpec::http("prot", &server.url);
+    let store = Store::memory();
+    let login = || async {
+        McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .login()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    login().await;
+    let s = session(&spec, &store);
+    let e = s.call("prot__echo", json!({"text": "x"})).await.err();
+    match &e {
+        Some(McpError::NeedsLogin { challenge, .. }) => {
+            assert!(
+                challenge.as_ref().is_some_and(|c| c.insufficient_scope()),
+                "{e:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    s.close().await;
+    let creds = login().await;
+    assert_eq!(creds.scope.as_deref(), Some("files:read files:write"));
+    {
+        let w = lock(&world);
+        assert_eq!(
+            w.asked,
+            [
+                Some("files:read".to_owned()),
+                Some("files:read files:write".to_owned())
+            ]
+        );
+    }
+    let s = session(&spec, &store);
+    s.call("prot__echo", json!({"text": "x"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    s.close().await;
 }

@@ -413,6 +413,43 @@ async fn an_expired_session_is_initialized_again_once() {
 }
 
 #[tokio::test]
+async fn config_headers_go_out_and_close_deletes_the_session() {
+    let server = expiring(100).await;
+    let mut spec = http_spec("fake", &server.url, false);
+    if let edgar_host::config::Transport::Http { headers, .. } = &mut spec.transport {
+        headers.insert("X-Api-Key".into(), "k-123".into());
+    }
+    let h = Harness::new(vec![spec]);
+    h.session
+        .call("fake__echo", json!({"text": "x"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.close().await;
+    let requests = server
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("x-api-key") == Some("k-123"))
+    );
+    // After initialization every request names the session and the negotiated version.
+    for r in requests.iter().filter(|r| r.rpc() != "initialize") {
+        assert_eq!(r.header("mcp-session-id"), Some("s1"), "{r:?}");
+        assert_eq!(
+            r.header("mcp-protocol-version"),
+            Some("2025-11-25"),
+            "{r:?}"
+        );
+    }
+    let deletes: Vec<_> = requests.iter().filter(|r| r.method == "DELETE").collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(deletes[0].header("mcp-session-id"), Some("s1"));
+}
+
+#[tokio::test]
 async fn a_session_that_keeps_expiring_is_an_error() {
     let server = expiring(0).await;
     let h = harness(&server.url);

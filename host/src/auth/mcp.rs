@@ -161,10 +161,17 @@ impl McpAuth {
 
     /// `edgar mcp login`: probe the server, then authorize with what it asks for.
     pub async fn login(&self) -> Result<Credentials, AuthError> {
-        let challenge = self.probe().await?;
+        let mut challenge = self.probe().await?;
         let mut st = self.state.lock().await;
         self.load(&mut st).await;
         st.authorizations = 0;
+        // A step-up the server asked for while nobody could answer.
+        let wanted = st.creds.as_ref().and_then(|c| c.wanted_scope.clone());
+        if let Some(w) = wanted
+            && challenge.as_ref().is_none_or(|c| c.scope.is_none())
+        {
+            challenge.get_or_insert_with(Challenge::default).scope = Some(w);
+        }
         self.authorize(&mut st, challenge.as_ref()).await?;
         st.creds
             .clone()
@@ -431,6 +438,14 @@ impl McpAuth {
             return true;
         }
         if self.browser.is_none() {
+            if status == 403
+                && let Some(scope) = challenge.and_then(|c| c.scope.clone())
+                && let Some(mut creds) = st.creds.clone()
+                && creds.wanted_scope.as_ref() != Some(&scope)
+            {
+                creds.wanted_scope = Some(scope);
+                self.save(&mut st, creds).await;
+            }
             return false;
         }
         match self.authorize(&mut st, challenge).await {

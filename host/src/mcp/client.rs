@@ -746,8 +746,8 @@ impl Session {
                 ))
             }
             Transport::Sse { url, headers } => {
-                let (legacy, link) =
-                    Legacy::start(&spec.name, url, headers).map_err(|reason| McpError::Start {
+                let (legacy, link) = Legacy::start(&spec.name, url, headers, self.authorizer(spec))
+                    .map_err(|reason| McpError::Start {
                         server: spec.name.clone(),
                         reason,
                     })?;

@@ -362,36 +362,22 @@ impl Shared {
     /// POSTs the message, re-initializing once if the server forgot the session.
     async fn send(&self, message: &Outgoing) -> Result<(), Reply> {
         let mut reinitialized = false;
-        let mut auth_tries = 0;
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
             let session = self.session();
-            let mut post = self
-                .request(Method::POST, &self.url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(message.body.clone());
-            if let Some(s) = &session {
-                post = post.header("mcp-session-id", s.clone());
-            }
-            let (post, sent) = self.authorized(post).await;
-            let response = post
-                .send()
-                .await
-                .map_err(|e| Reply::Failed(connect_error(&e)))?;
-            let status = response.status();
-            if let Some(auth) = &self.auth
-                && auth_tries < MAX_AUTH_RETRIES
-                && let Err(Reply::NeedsLogin(challenge)) = check_status(&response)
-            {
-                auth_tries += 1;
-                if auth
-                    .refused(status.as_u16(), challenge.as_ref(), sent.as_ref())
-                    .await
-                {
-                    continue;
+            let response = send_with_auth(self.auth.as_ref(), || {
+                let post = self
+                    .request(Method::POST, &self.url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(message.body.clone());
+                match &session {
+                    Some(s) => post.header("mcp-session-id", s.clone()),
+                    None => post,
                 }
-            }
+            })
+            .await?;
+            let status = response.status();
             if status == StatusCode::NOT_FOUND
                 && session.is_some()
                 && message.method.as_deref() != Some("initialize")
@@ -568,26 +554,24 @@ impl Shared {
 
     /// Opens a GET event stream, resuming after `last_id` if given.
     async fn get_stream(&self, last_id: Option<&str>) -> Result<reqwest::Response, Reply> {
-        let (mut get, _) = self
-            .authorized(
-                self.request(Method::GET, &self.url)
-                    .header("accept", "text/event-stream"),
-            )
-            .await;
-        if let Some(s) = self.session() {
-            get = get.header("mcp-session-id", s);
-        }
-        if let Some(id) = last_id {
-            get = get.header(
-                "last-event-id",
-                HeaderValue::from_str(id)
-                    .map_err(|_| Reply::Failed("its event id is not a valid header".into()))?,
-            );
-        }
-        let response = get
-            .send()
-            .await
-            .map_err(|e| Reply::Failed(connect_error(&e)))?;
+        let last_id = last_id
+            .map(HeaderValue::from_str)
+            .transpose()
+            .map_err(|_| Reply::Failed("its event id is not a valid header".into()))?;
+        let session = self.session();
+        let response = send_with_auth(self.auth.as_ref(), || {
+            let mut get = self
+                .request(Method::GET, &self.url)
+                .header("accept", "text/event-stream");
+            if let Some(s) = &session {
+                get = get.header("mcp-session-id", s.clone());
+            }
+            if let Some(id) = &last_id {
+                get = get.header("last-event-id", id.clone());
+            }
+            get
+        })
+        .await?;
         check_status(&response)?;
         match wire::body_kind(&response) {
             Body::EventStream => Ok(response),
@@ -702,6 +686,50 @@ impl Shared {
         let _ = tokio::time::timeout(SEND_TIMEOUT, note.send()).await;
         self.epoch.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+/// Sends the request `make` builds with the server's bearer token, if it has a sign-in.
+/// A 401 (or a 403 asking for more scope) goes to the authorizer, and the request is
+/// built and sent again while it says a new token is worth a try, at most
+/// [`MAX_AUTH_RETRIES`] times. Any other answer is returned as it is.
+pub(super) async fn send_with_auth(
+    auth: Option<&Arc<dyn Authorizer>>,
+    make: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<reqwest::Response, Reply> {
+    let mut tries = 0;
+    loop {
+        let mut request = make();
+        let mut sent = None;
+        if let Some(auth) = auth
+            && let Some(token) = auth.bearer().await
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+        {
+            v.set_sensitive(true);
+            request = request.header("authorization", v);
+            sent = Some(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Reply::Failed(connect_error(&e)))?;
+        if let Some(auth) = auth
+            && tries < MAX_AUTH_RETRIES
+            && let Err(Reply::NeedsLogin(challenge)) = check_status(&response)
+        {
+            tries += 1;
+            if auth
+                .refused(
+                    response.status().as_u16(),
+                    challenge.as_ref(),
+                    sent.as_ref(),
+                )
+                .await
+            {
+                continue;
+            }
+        }
+        return Ok(response);
     }
 }
 

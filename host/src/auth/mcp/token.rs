@@ -45,6 +45,10 @@ pub struct Credentials {
     pub resource: String,
     pub token_endpoint: String,
     pub client: Client,
+    /// Scopes a server asked for (403 `insufficient_scope`) when no human could sign in
+    /// again; the next `edgar mcp login` asks for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wanted_scope: Option<String>,
 }
 
 impl fmt::Debug for Credentials {
@@ -149,6 +153,7 @@ pub async fn request(
         resource,
         token_endpoint: endpoint.to_owned(),
         client: client.clone(),
+        wanted_scope: None,
     })
 }
 
@@ -246,6 +251,7 @@ mod tests {
                 method: "none".into(),
                 issuer: None,
             },
+            wanted_scope: None,
         };
         let text = format!("{c:?}");
         for s in ["at-secret-1", "rt-secret-2", "cs-secret-3"] {

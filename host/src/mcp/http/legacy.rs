@@ -14,8 +14,8 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::event_stream::EventStream;
 use super::wire::{self, Body, Outgoing, Reply};
 use super::{
-    CHANNEL_DEPTH, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, client,
-    connect_error, header_map, server_url,
+    Authorizer, CHANNEL_DEPTH, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status,
+    client, header_map, send_with_auth, server_url,
 };
 use crate::mcp::connection::{Event, Link};
 use crate::text::shown;
@@ -31,6 +31,7 @@ struct Shared {
     url: Url,
     headers: HeaderMap,
     events: mpsc::Sender<Event>,
+    auth: Option<Arc<dyn Authorizer>>,
 }
 
 impl Legacy {
@@ -40,6 +41,7 @@ impl Legacy {
         server: &str,
         url: &str,
         headers: &BTreeMap<String, String>,
+        auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Legacy, Link), String> {
         let url = server_url(url)?;
         let headers = header_map(headers)?;
@@ -51,6 +53,7 @@ impl Legacy {
             url,
             headers,
             events: ev_tx.clone(),
+            auth,
         });
         let task = tokio::spawn(run(shared, out_rx)).abort_handle();
         Ok((
@@ -80,11 +83,22 @@ impl Drop for Legacy {
 }
 
 impl Shared {
-    fn request(&self, method: Method, url: &Url) -> Result<reqwest::RequestBuilder, Reply> {
+    /// Sends what `make` adds to a request for `url`, with the bearer token if any.
+    async fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        make: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Reply> {
         let client = client().map_err(Reply::Failed)?;
-        Ok(client
-            .request(method, url.clone())
-            .headers(self.headers.clone()))
+        send_with_auth(self.auth.as_ref(), || {
+            make(
+                client
+                    .request(method.clone(), url.clone())
+                    .headers(self.headers.clone()),
+            )
+        })
+        .await
     }
 }
 
@@ -120,19 +134,14 @@ async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
         let shared = shared.clone();
         let endpoint = endpoint.clone();
         tasks.spawn(async move {
-            let sent = match shared.request(Method::POST, &endpoint) {
-                Ok(post) => {
-                    let post = post
-                        .header("content-type", "application/json")
-                        .body(message.body.clone())
-                        .send();
-                    match tokio::time::timeout(SEND_TIMEOUT, post).await {
-                        Ok(Ok(r)) => check_status(&r),
-                        Ok(Err(e)) => Err(Reply::Failed(connect_error(&e))),
-                        Err(_) => Err(Reply::Failed("its message endpoint did not answer".into())),
-                    }
-                }
-                Err(e) => Err(e),
+            let post = shared.send(Method::POST, &endpoint, |r| {
+                r.header("content-type", "application/json")
+                    .body(message.body.clone())
+            });
+            let sent = match tokio::time::timeout(SEND_TIMEOUT, post).await {
+                Ok(Ok(r)) => check_status(&r),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Reply::Failed("its message endpoint did not answer".into())),
             };
             if let (Err(reply), Some(id)) = (sent, message.request_id()) {
                 let method = message.method.as_deref().unwrap_or("a request");
@@ -146,11 +155,10 @@ async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
 /// GETs the event stream and reads up to the `endpoint` event.
 async fn open(shared: &Shared) -> Result<(Url, reqwest::Response, EventStream), Reply> {
     let mut response = shared
-        .request(Method::GET, &shared.url)?
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .map_err(|e| Reply::Failed(connect_error(&e)))?;
+        .send(Method::GET, &shared.url, |r| {
+            r.header("accept", "text/event-stream")
+        })
+        .await?;
     check_status(&response)?;
     match wire::body_kind(&response) {
         Body::EventStream => {}
