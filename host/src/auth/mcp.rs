@@ -192,7 +192,10 @@ impl McpAuth {
             .send()
             .await
             .map_err(|e| {
-                AuthError::Discovery(format!("cannot reach the server: {}", e.without_url()))
+                AuthError::Discovery(format!(
+                    "cannot reach the server: {}",
+                    crate::mcp::http::request_error(&e)
+                ))
             })?;
         let challenge = Challenge::parse(
             response
@@ -511,11 +514,12 @@ fn canonical(url: &Url) -> String {
 /// be our redirect URI.
 async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
     let client = oauth::http_client().map_err(|e| e.to_string())?;
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| format!("the authorization request failed: {}", e.without_url()))?;
+    let response = client.get(url).send().await.map_err(|e| {
+        format!(
+            "the authorization request failed: {}",
+            crate::mcp::http::request_error(&e)
+        )
+    })?;
     let Some(location) = response
         .headers()
         .get("location")
@@ -536,7 +540,7 @@ async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
     client.get(&location).send().await.map_err(|e| {
         format!(
             "the redirect did not reach the listener: {}",
-            e.without_url()
+            crate::mcp::http::request_error(&e)
         )
     })?;
     Ok(())

@@ -328,7 +328,7 @@ pub async fn post(
     let mut response = request
         .send()
         .await
-        .map_err(|e| fail(e.without_url().to_string()))?;
+        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?;
     let status = response.status().as_u16();
     if response.status().is_redirection() {
         return Err(fail(format!(
@@ -339,7 +339,7 @@ pub async fn post(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| fail(e.without_url().to_string()))?
+        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?
     {
         if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
             return Err(fail(format!(

@@ -80,6 +80,16 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
+            let o = &spec.oauth;
+            if o.client_id.is_some() || o.client_metadata_url.is_some() || o.callback_port.is_some()
+            {
+                out["oauth"] = json!({
+                    "client_id": o.client_id,
+                    "client_secret": o.client_secret.as_ref().map(|_| "***"),
+                    "client_metadata_url": o.client_metadata_url,
+                    "callback_port": o.callback_port,
+                });
+            }
             out["startup_timeout_sec"] = json!(spec.startup_timeout.as_secs_f64());
             out["tool_timeout_sec"] = json!(spec.tool_timeout.as_secs_f64());
             out["digest"] = json!(spec.digest());

@@ -53,7 +53,7 @@ const MAX_AUTH_RETRIES: usize = 3;
 use wire::{Body, Outgoing, Reply};
 
 use super::connection::{Event, Link};
-use crate::text::shown;
+use crate::text::{shown, shown_message};
 
 /// Largest JSON body or single event accepted from a server.
 pub const MAX_MESSAGE_BYTES: usize = super::stdio::MAX_MESSAGE_BYTES;
@@ -814,17 +814,30 @@ fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
 }
 
 /// A connection failure, without the URL (it may carry a secret query).
-fn connect_error(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+pub(crate) fn connect_error(e: &reqwest::Error) -> String {
+    format!("cannot reach it: {}", request_error(e))
+}
+
+/// What went wrong with an HTTP request, in one line: the kind and the root cause
+/// (`Connection refused`, a DNS failure, a TLS error), never the URL.
+pub(crate) fn request_error(e: &reqwest::Error) -> String {
+    let mut root: &dyn std::error::Error = e;
+    while let Some(s) = root.source() {
+        root = s;
     }
-    let text = match e.url() {
-        Some(u) => text.replace(u.as_str(), "the server"),
-        None => text,
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_body() || e.is_decode() {
+        "the body broke off"
+    } else {
+        "the request failed"
     };
-    format!("cannot reach it: {}", shown(&text))
+    let cause = root.to_string();
+    let cause = match e.url() {
+        Some(u) => cause.replace(u.as_str(), "the server"),
+        None => cause,
+    };
+    shown_message(&format!("{kind}: {cause}"))
 }

@@ -59,7 +59,13 @@ async fn get_json(url: &Url) -> Result<Option<Value>, AuthError> {
         .header("mcp-protocol-version", crate::mcp::PROTOCOL[0])
         .send()
         .await
-        .map_err(|e| fail(format!("GET {}: {}", shown(url.as_str()), e.without_url())))?;
+        .map_err(|e| {
+            fail(format!(
+                "GET {}: {}",
+                shown(url.as_str()),
+                crate::mcp::http::request_error(&e)
+            ))
+        })?;
     let status = response.status();
     if status.is_client_error() || status.is_redirection() {
         return Ok(None);
@@ -72,11 +78,13 @@ async fn get_json(url: &Url) -> Result<Option<Value>, AuthError> {
         )));
     }
     let mut body = Vec::new();
-    while let Some(c) = response
-        .chunk()
-        .await
-        .map_err(|e| fail(format!("GET {}: {}", shown(url.as_str()), e.without_url())))?
-    {
+    while let Some(c) = response.chunk().await.map_err(|e| {
+        fail(format!(
+            "GET {}: {}",
+            shown(url.as_str()),
+            crate::mcp::http::request_error(&e)
+        ))
+    })? {
         if body.len() + c.len() > MAX_TOKEN_RESPONSE_BYTES {
             return Err(fail(format!(
                 "{} is larger than 1 MiB",
