@@ -48,10 +48,15 @@ impl Served {
 }
 
 impl Drop for Served {
+    /// Kills the server's process group with a syscall (on this Debian, `/usr/bin/kill
+    /// -KILL -PGID` reached far more than the group), then reaps it.
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.child.id())])
-            .status();
+        if let Some(pgid) = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

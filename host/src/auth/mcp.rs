@@ -14,6 +14,7 @@ pub mod register;
 pub mod token;
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -284,8 +285,27 @@ impl McpAuth {
                     "Sign in to '{}' in your browser:\n  {auth_url}",
                     self.server
                 );
-                oauth::visit(auth_url.as_str(), no_browser)?;
-                listener.listen(&state, oauth::DEFAULT_WAIT).await?
+                let visit = oauth::visit(auth_url.as_str(), no_browser)?;
+                if visit == oauth::Visit::Printed && std::io::stdin().is_terminal() {
+                    // Over SSH the browser cannot reach this machine's loopback: take the
+                    // address it was sent to, pasted, as well as the redirect itself.
+                    eprintln!(
+                        "If the browser runs on another machine, paste the address it ends up at (it starts {redirect_uri}):"
+                    );
+                    let pasted = tokio::task::spawn_blocking(|| {
+                        let mut line = String::new();
+                        std::io::stdin().read_line(&mut line).map(|_| line)
+                    });
+                    tokio::select! {
+                        got = listener.listen(&state, oauth::DEFAULT_WAIT) => got?,
+                        line = pasted => match line {
+                            Ok(Ok(line)) => oauth::check_pasted(&line, &state)?,
+                            _ => return Err(AuthError::Redirect("nothing was pasted".into())),
+                        },
+                    }
+                } else {
+                    listener.listen(&state, oauth::DEFAULT_WAIT).await?
+                }
             }
             Browser::Fetch => {
                 let fetch = tokio::spawn(fetch_redirect(auth_url.clone(), redirect_uri.clone()));

@@ -123,6 +123,13 @@ impl SignIn {
 
 /// Every server's sign-in (`None` for stdio servers), read from the store.
 pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
+    let any_http = config
+        .servers
+        .iter()
+        .any(|s| !matches!(s.transport, Transport::Stdio { .. }));
+    if !any_http {
+        return config.servers.iter().map(|_| None).collect();
+    }
     let store = store();
     let mut out = Vec::new();
     for spec in &config.servers {

@@ -63,6 +63,9 @@ pub const MAX_STREAM_BYTES: usize = 64 << 20;
 const MAX_RESUMES: usize = 5;
 /// Reconnection delay when the server names none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// A standalone GET stream open at least this long counts as healthy when it ends,
+/// so it is reopened however often the server closes it.
+const HEALTHY_STREAM: Duration = Duration::from_secs(30);
 /// Longest reconnection delay honoured.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Deadline for messages that expect no answer (notifications, our replies, DELETE).
@@ -618,11 +621,16 @@ impl Shared {
                     continue;
                 }
             };
+            let opened = std::time::Instant::now();
             match self.read_stream(response, None, &nothing).await {
                 Ok(end) => {
+                    // A stream that lived a while was healthy: servers close idle streams.
+                    if opened.elapsed() >= HEALTHY_STREAM {
+                        failures = 0;
+                    }
+                    failures += 1;
                     last_id = end.last_id.or(last_id);
                     let wait = end.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
-                    failures += 1;
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) => {
