@@ -243,40 +243,36 @@ impl Config {
 
 /// The embedded default: this binary's own example server over the working directory.
 pub fn example_server(command: &Path) -> ServerSpec {
-    ServerSpec {
-        name: EXAMPLE_SERVER.into(),
-        transport: Transport::Stdio {
-            command: command.display().to_string(),
-            args: vec!["mcp".into(), "example-server".into()],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-        tool_timeout: DEFAULT_TOOL_TIMEOUT,
-        enabled_tools: None,
-        disabled_tools: Vec::new(),
-        adapter: AdapterSource::Builtin,
-        oauth: OAuthClient::default(),
-        source: PathBuf::from("<built-in default>"),
-    }
+    let transport = Transport::Stdio {
+        command: command.display().to_string(),
+        args: vec!["mcp".into(), "example-server".into()],
+        env: BTreeMap::new(),
+        cwd: None,
+    };
+    ServerSpec::with_defaults(EXAMPLE_SERVER, transport, "<built-in default>")
 }
 
 impl ServerSpec {
     /// A Streamable HTTP server with default timeouts and no headers.
     pub fn http(name: &str, url: &str) -> ServerSpec {
+        let transport = Transport::Http {
+            url: url.into(),
+            headers: BTreeMap::new(),
+        };
+        ServerSpec::with_defaults(name, transport, "<command line>")
+    }
+
+    fn with_defaults(name: &str, transport: Transport, source: &str) -> ServerSpec {
         ServerSpec {
             name: name.into(),
-            transport: Transport::Http {
-                url: url.into(),
-                headers: BTreeMap::new(),
-            },
+            transport,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             enabled_tools: None,
             disabled_tools: Vec::new(),
             adapter: AdapterSource::Builtin,
             oauth: OAuthClient::default(),
-            source: PathBuf::from("<command line>"),
+            source: PathBuf::from(source),
         }
     }
 }

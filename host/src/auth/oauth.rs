@@ -272,6 +272,12 @@ pub const MAX_TOKEN_RESPONSE_BYTES: usize = 1 << 20;
 /// Longest a token endpoint may take to answer.
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A reqwest client builder with edgar's TLS (rustls with ring) and user agent.
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().user_agent(concat!("edgar/", env!("CARGO_PKG_VERSION")))
+}
+
 /// The HTTP client for authorization servers: redirects are never followed (a redirect
 /// from a token endpoint is an SSRF vector), TLS through rustls. Built on first use.
 pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
@@ -279,11 +285,9 @@ pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
         std::sync::OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest::Client::builder()
+            client_builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(TOKEN_TIMEOUT)
-                .user_agent(concat!("edgar/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))
         })

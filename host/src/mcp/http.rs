@@ -83,11 +83,9 @@ pub(crate) fn client() -> Result<&'static reqwest::Client, String> {
         std::sync::OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest::Client::builder()
+            crate::auth::oauth::client_builder()
                 .redirect(same_origin_redirects())
                 .connect_timeout(Duration::from_secs(10))
-                .user_agent(concat!("edgar/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))
         })
@@ -138,6 +136,26 @@ pub(crate) fn server_url(url: &str) -> Result<Url, String> {
     }
 }
 
+/// What both HTTP transports start from: the checked URL and config headers, with the
+/// process's HTTP client built.
+fn prepare(url: &str, headers: &BTreeMap<String, String>) -> Result<(Url, HeaderMap), String> {
+    let url = server_url(url)?;
+    let headers = header_map(headers)?;
+    client()?;
+    Ok((url, headers))
+}
+
+/// The connection's link, and the transport's ends of it.
+fn link() -> (Link, mpsc::Receiver<Vec<u8>>, mpsc::Sender<Event>) {
+    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+    let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+    let link = Link {
+        outgoing: out_tx,
+        events: ev_rx,
+    };
+    (link, out_rx, ev_tx)
+}
+
 /// A running Streamable HTTP session.
 pub(crate) struct Http {
     shared: Arc<Shared>,
@@ -172,11 +190,8 @@ impl Http {
         headers: &BTreeMap<String, String>,
         auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Http, Link), String> {
-        let url = server_url(url)?;
-        let headers = header_map(headers)?;
-        client()?;
-        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
-        let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+        let (url, headers) = prepare(url, headers)?;
+        let (link, out_rx, ev_tx) = link();
         let shared = Arc::new(Shared {
             server: server.to_owned(),
             url,
@@ -193,13 +208,7 @@ impl Http {
             auth,
         });
         let writer = tokio::spawn(write_loop(shared.clone(), out_rx)).abort_handle();
-        Ok((
-            Http { shared, writer },
-            Link {
-                outgoing: out_tx,
-                events: ev_rx,
-            },
-        ))
+        Ok((Http { shared, writer }, link))
     }
 
     /// Ends the session: every exchange and stream is aborted, and a live session is

@@ -14,8 +14,8 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::event_stream::EventStream;
 use super::wire::{self, Body, Outgoing, Reply};
 use super::{
-    Authorizer, CHANNEL_DEPTH, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status,
-    client, header_map, send_with_auth, server_url,
+    Authorizer, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, client, link,
+    prepare, send_with_auth,
 };
 use crate::mcp::connection::{Event, Link};
 use crate::text::shown;
@@ -43,11 +43,8 @@ impl Legacy {
         headers: &BTreeMap<String, String>,
         auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Legacy, Link), String> {
-        let url = server_url(url)?;
-        let headers = header_map(headers)?;
-        client()?;
-        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
-        let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
+        let (url, headers) = prepare(url, headers)?;
+        let (link, out_rx, ev_tx) = link();
         let shared = Arc::new(Shared {
             server: server.to_owned(),
             url,
@@ -61,10 +58,7 @@ impl Legacy {
                 task,
                 events: ev_tx,
             },
-            Link {
-                outgoing: out_tx,
-                events: ev_rx,
-            },
+            link,
         ))
     }
 
