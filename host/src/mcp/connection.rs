@@ -30,8 +30,63 @@ pub(crate) enum Event {
 
 /// The two ends a transport provides: messages out, events in.
 pub(crate) struct Link {
-    pub outgoing: mpsc::Sender<Vec<u8>>,
+    pub outgoing: mpsc::Sender<Outbound>,
     pub events: mpsc::Receiver<Event>,
+}
+
+/// One message on its way to the server, encoded, with what an HTTP transport routes
+/// by recorded when it was built (so no transport parses our own messages again).
+#[derive(Debug, Clone)]
+pub(crate) struct Outbound {
+    pub bytes: bytes::Bytes,
+    /// The id of a request of ours.
+    pub request: Option<u64>,
+    pub method: Option<String>,
+    /// The request a `notifications/cancelled` gives up on.
+    pub cancels: Option<u64>,
+}
+
+impl Outbound {
+    pub(crate) fn request(id: u64, method: &str, params: Value) -> Outbound {
+        Outbound {
+            bytes: protocol::request(id, method, params).into(),
+            request: Some(id),
+            method: Some(method.to_owned()),
+            cancels: None,
+        }
+    }
+
+    pub(crate) fn notification(method: &str, params: Value) -> Outbound {
+        let cancels = match method {
+            "notifications/cancelled" => params.get("requestId").and_then(Value::as_u64),
+            _ => None,
+        };
+        Outbound {
+            bytes: protocol::notification(method, params).into(),
+            request: None,
+            method: Some(method.to_owned()),
+            cancels,
+        }
+    }
+
+    /// Our answer to one of the server's requests.
+    pub(crate) fn reply(bytes: Vec<u8>) -> Outbound {
+        Outbound {
+            bytes: bytes.into(),
+            request: None,
+            method: None,
+            cancels: None,
+        }
+    }
+
+    /// Nothing: for streams that answer no message of ours.
+    pub(crate) fn none() -> Outbound {
+        Outbound::reply(Vec::new())
+    }
+
+    pub(crate) fn is(&self, method: &str) -> bool {
+        self.method.as_deref() == Some(method)
+    }
 }
 
 /// Answers requests a server may send to the client. The embedding harness can supply
@@ -65,7 +120,7 @@ pub(crate) struct Context {
 
 pub(crate) struct Connection {
     server: String,
-    outgoing: mpsc::Sender<Vec<u8>>,
+    outgoing: mpsc::Sender<Outbound>,
     shared: Arc<Shared>,
 }
 
@@ -119,7 +174,7 @@ impl Connection {
         lock(&self.shared.pending).insert(id, tx);
         let exchange = async {
             self.outgoing
-                .send(protocol::request(id, method, params))
+                .send(Outbound::request(id, method, params))
                 .await
                 .map_err(|_| self.closed_error())?;
             match rx.await {
@@ -138,7 +193,7 @@ impl Connection {
             Ok(result) => result,
             Err(_) => {
                 lock(&self.shared.pending).remove(&id);
-                let cancel = protocol::notification(
+                let cancel = Outbound::notification(
                     "notifications/cancelled",
                     json!({"requestId": id, "reason": "edgar: the request timed out"}),
                 );
@@ -155,7 +210,7 @@ impl Connection {
     pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
         self.check_open()?;
         self.outgoing
-            .send(protocol::notification(method, params))
+            .send(Outbound::notification(method, params))
             .await
             .map_err(|_| self.closed_error())
     }
@@ -197,7 +252,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 async fn dispatch(
     server: String,
     mut events: mpsc::Receiver<Event>,
-    outgoing: mpsc::Sender<Vec<u8>>,
+    outgoing: mpsc::Sender<Outbound>,
     shared: Arc<Shared>,
     ctx: Context,
 ) {
@@ -288,7 +343,7 @@ async fn answer(
     id: Value,
     method: &str,
     params: Value,
-    outgoing: &mpsc::Sender<Vec<u8>>,
+    outgoing: &mpsc::Sender<Outbound>,
     ctx: &Context,
 ) {
     let reply = match method {
@@ -333,7 +388,7 @@ async fn answer(
                         &format!("edgar does not support {method}"),
                     ),
                 };
-                let _ = outgoing.send(reply).await;
+                let _ = outgoing.send(Outbound::reply(reply)).await;
             });
             return;
         }
@@ -342,7 +397,7 @@ async fn answer(
             protocol::error_response(&id, METHOD_NOT_FOUND, "method not supported by edgar")
         }
     };
-    let _ = outgoing.send(reply).await;
+    let _ = outgoing.send(Outbound::reply(reply)).await;
 }
 
 /// A `file://` URI for an absolute path, percent-encoding what a URI cannot hold.
@@ -361,6 +416,16 @@ pub(crate) fn file_uri(path: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outbound_messages_carry_their_routing() {
+        let r = Outbound::request(4, "tools/call", json!({}));
+        assert_eq!((r.request, r.is("tools/call")), (Some(4), true));
+        let c = Outbound::notification("notifications/cancelled", json!({"requestId": 9}));
+        assert_eq!((c.request, c.cancels), (None, Some(9)));
+        let reply = Outbound::reply(protocol::response(&json!(3), json!({})));
+        assert_eq!((reply.request, reply.method), (None, None));
+    }
 
     #[test]
     fn file_uris_are_encoded() {

@@ -50,9 +50,9 @@ pub trait Authorizer: Send + Sync + 'static {
 
 /// Tries of one message when the server keeps refusing its token.
 const MAX_AUTH_RETRIES: usize = 3;
-use wire::{Body, Outgoing, Reply};
+use wire::{Body, Reply};
 
-use super::connection::{Event, Link};
+use super::connection::{Event, Link, Outbound};
 use crate::text::{shown, shown_message};
 
 /// Largest JSON body or single event accepted from a server.
@@ -146,8 +146,8 @@ fn prepare(url: &str, headers: &BTreeMap<String, String>) -> Result<(Url, Header
 }
 
 /// The connection's link, and the transport's ends of it.
-fn link() -> (Link, mpsc::Receiver<Vec<u8>>, mpsc::Sender<Event>) {
-    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+fn link() -> (Link, mpsc::Receiver<Outbound>, mpsc::Sender<Event>) {
+    let (out_tx, out_rx) = mpsc::channel::<Outbound>(CHANNEL_DEPTH);
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
     let link = Link {
         outgoing: out_tx,
@@ -170,7 +170,7 @@ struct Shared {
     session: Mutex<Option<HeaderValue>>,
     protocol: Mutex<Option<HeaderValue>>,
     /// The `initialize` request as first sent, replayed when the session is forgotten.
-    initialize: Mutex<Option<Outgoing>>,
+    initialize: Mutex<Option<Outbound>>,
     /// Bumped by each re-initialization, so concurrent 404s re-initialize once.
     epoch: AtomicU64,
     reinit: tokio::sync::Mutex<()>,
@@ -261,24 +261,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Takes the connection's messages and runs one exchange per message. Dropping this
 /// task (close, or the connection going away) aborts every exchange it started.
-async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
+async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>) {
     let mut tasks = JoinSet::new();
-    while let Some(bytes) = outgoing.recv().await {
+    while let Some(message) = outgoing.recv().await {
         while tasks.try_join_next().is_some() {}
-        let Some(message) = Outgoing::parse(bytes) else {
-            tracing::debug!(server = shared.server, "not sending a malformed message");
-            continue;
-        };
-        if let Some(cancelled) = message.cancels() {
+        if let Some(cancelled) = message.cancels {
             let handle = lock(&shared.exchanges).remove(&cancelled);
             if let Some(h) = handle {
                 h.abort();
             }
         }
-        if message.method.as_deref() == Some("initialize") {
+        if message.is("initialize") {
             *lock(&shared.initialize) = Some(message.clone());
         }
-        let id = message.request_id();
+        let id = message.request;
         let task = shared.clone();
         let handle = tasks.spawn(async move { task.exchange(message).await });
         if let Some(id) = id {
@@ -333,9 +329,9 @@ impl Shared {
 
     /// Sends one message and delivers whatever comes back. A request's failure goes to
     /// the connection as that request's error; anything else is logged.
-    async fn exchange(self: Arc<Self>, message: Outgoing) {
+    async fn exchange(self: Arc<Self>, message: Outbound) {
         let _permit = self.in_flight.acquire().await;
-        let id = message.request_id();
+        let id = message.request;
         let outcome = if id.is_some() {
             self.send(&message).await
         } else {
@@ -349,7 +345,7 @@ impl Shared {
         }
         let error = match outcome {
             Ok(()) => {
-                if message.method.as_deref() == Some("notifications/initialized") {
+                if message.is("notifications/initialized") {
                     self.listen();
                 }
                 return;
@@ -372,7 +368,7 @@ impl Shared {
     }
 
     /// POSTs the message, re-initializing once if the server forgot the session.
-    async fn send(&self, message: &Outgoing) -> Result<(), Reply> {
+    async fn send(&self, message: &Outbound) -> Result<(), Reply> {
         let mut reinitialized = false;
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
@@ -382,7 +378,7 @@ impl Shared {
                     .request(Method::POST, &self.url)
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
-                    .body(message.body.clone());
+                    .body(message.bytes.clone());
                 match &session {
                     Some(s) => post.header("mcp-session-id", s.clone()),
                     None => post,
@@ -390,10 +386,7 @@ impl Shared {
             })
             .await?;
             let status = response.status();
-            if status == StatusCode::NOT_FOUND
-                && session.is_some()
-                && message.method.as_deref() != Some("initialize")
-            {
+            if status == StatusCode::NOT_FOUND && session.is_some() && !message.is("initialize") {
                 if reinitialized {
                     return Err(Reply::Failed(
                         "the server forgot the session again right after re-initializing".into(),
@@ -404,7 +397,7 @@ impl Shared {
                 reinitialized = true;
                 continue;
             }
-            if message.method.as_deref() == Some("initialize")
+            if message.is("initialize")
                 && let Some(s) = response.headers().get("mcp-session-id")
             {
                 if s.to_str()
@@ -417,7 +410,7 @@ impl Shared {
                     ));
                 }
             }
-            return self.deliver(response, message.request_id(), message).await;
+            return self.deliver(response, message.request, message).await;
         }
     }
 
@@ -427,7 +420,7 @@ impl Shared {
         &self,
         response: reqwest::Response,
         want: Option<u64>,
-        message: &Outgoing,
+        message: &Outbound,
     ) -> Result<(), Reply> {
         let status = response.status();
         check_status(&response)?;
@@ -486,8 +479,8 @@ impl Shared {
     }
 
     /// Remembers the negotiated version from the answer to `initialize`.
-    fn note_initialized(&self, message: &Outgoing, value: &Value) {
-        if message.method.as_deref() != Some("initialize") {
+    fn note_initialized(&self, message: &Outbound, value: &Value) {
+        if !message.is("initialize") {
             return;
         }
         let version = value
@@ -506,7 +499,7 @@ impl Shared {
         &self,
         mut response: reqwest::Response,
         want: Option<u64>,
-        message: &Outgoing,
+        message: &Outbound,
     ) -> Result<StreamEnd, Reply> {
         let mut parser = event_stream::EventStream::new(MAX_MESSAGE_BYTES);
         let mut end = StreamEnd::default();
@@ -612,7 +605,7 @@ impl Shared {
     async fn listen_loop(&self) {
         let mut last_id: Option<String> = None;
         let mut failures = 0;
-        let nothing = Outgoing::none();
+        let nothing = Outbound::none();
         while failures < 3 {
             let response = match self.get_stream(last_id.as_deref()).await {
                 Ok(r) => r,
@@ -661,12 +654,14 @@ impl Shared {
             return Err(Reply::Failed("the session expired before it began".into()));
         };
         *lock(&self.session) = None;
-        let replay = init.with_id(json!("edgar-reinitialize"));
+        // The same request under an id the connection never uses, so its answer is ours.
+        let mut replay: Value = serde_json::from_slice(&init.bytes).unwrap_or(Value::Null);
+        replay["id"] = json!("edgar-reinitialize");
         let (post, _) = self.authorized(self.request(Method::POST, &self.url)).await;
         let response = post
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .body(replay.body.clone())
+            .body(replay.to_string())
             .send()
             .await
             .map_err(|e| Reply::Failed(connect_error(&e)))?;

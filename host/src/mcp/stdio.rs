@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use super::connection::{Event, Link};
+use super::connection::{Event, Link, Outbound};
 use crate::text::shown;
 
 /// Longest line (one JSON-RPC message) read from a server; longer fails the server.
@@ -112,7 +112,7 @@ impl Stdio {
         let child = Arc::new(tokio::sync::Mutex::new(child));
         let tail = Arc::new(StderrTail::default());
 
-        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let (out_tx, out_rx) = mpsc::channel::<Outbound>(CHANNEL_DEPTH);
         let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
         let (close_tx, close_rx) = oneshot::channel();
         tokio::spawn(write_loop(stdin, out_rx, close_rx));
@@ -191,7 +191,7 @@ impl Drop for Stdio {
 
 async fn write_loop(
     mut stdin: tokio::process::ChildStdin,
-    mut messages: mpsc::Receiver<Vec<u8>>,
+    mut messages: mpsc::Receiver<Outbound>,
     mut close: oneshot::Receiver<()>,
 ) {
     loop {
@@ -204,7 +204,7 @@ async fn write_loop(
             },
         };
         let write = async {
-            stdin.write_all(&msg).await?;
+            stdin.write_all(&msg.bytes).await?;
             stdin.write_all(b"\n").await?;
             stdin.flush().await
         };

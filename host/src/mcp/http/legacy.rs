@@ -12,12 +12,12 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::event_stream::EventStream;
-use super::wire::{self, Body, Outgoing, Reply};
+use super::wire::{self, Body, Reply};
 use super::{
     Authorizer, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, client, link,
     prepare, send_with_auth,
 };
-use crate::mcp::connection::{Event, Link};
+use crate::mcp::connection::{Event, Link, Outbound};
 use crate::text::shown;
 
 /// A running HTTP+SSE connection.
@@ -98,17 +98,14 @@ impl Shared {
 
 /// Opens the stream, waits for the endpoint, then reads the stream on one task and
 /// POSTs each message on its own. Aborting this task ends them all.
-async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
+async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>) {
     let (endpoint, response, parser) = match open(&shared).await {
         Ok(v) => v,
         Err(reply) => {
             // Every request fails with why the stream could not be opened.
             let reason = reply.reason();
-            while let Some(bytes) = outgoing.recv().await {
-                let Some(message) = Outgoing::parse(bytes) else {
-                    continue;
-                };
-                if let Some(id) = message.request_id() {
+            while let Some(message) = outgoing.recv().await {
+                if let Some(id) = message.request {
                     let method = message.method.as_deref().unwrap_or("a request");
                     let error = reply.clone().into_error(&shared.server, method);
                     let _ = shared.events.send(Event::Failed { id, error }).await;
@@ -120,24 +117,21 @@ async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Vec<u8>>) {
     };
     let mut tasks = JoinSet::new();
     tasks.spawn(read_messages(shared.clone(), response, parser));
-    while let Some(bytes) = outgoing.recv().await {
+    while let Some(message) = outgoing.recv().await {
         while tasks.try_join_next().is_some() {}
-        let Some(message) = Outgoing::parse(bytes) else {
-            continue;
-        };
         let shared = shared.clone();
         let endpoint = endpoint.clone();
         tasks.spawn(async move {
             let post = shared.send(Method::POST, &endpoint, |r| {
                 r.header("content-type", "application/json")
-                    .body(message.body.clone())
+                    .body(message.bytes.clone())
             });
             let sent = match tokio::time::timeout(SEND_TIMEOUT, post).await {
                 Ok(Ok(r)) => check_status(&r),
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err(Reply::Failed("its message endpoint did not answer".into())),
             };
-            if let (Err(reply), Some(id)) = (sent, message.request_id()) {
+            if let (Err(reply), Some(id)) = (sent, message.request) {
                 let method = message.method.as_deref().unwrap_or("a request");
                 let error = reply.into_error(&shared.server, method);
                 let _ = shared.events.send(Event::Failed { id, error }).await;

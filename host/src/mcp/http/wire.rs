@@ -1,83 +1,11 @@
-//! What the HTTP transports send and get back: outgoing messages with the few facts
-//! routing needs, body kinds, size-capped JSON bodies, and per-request failures.
+//! What the HTTP transports get back: body kinds, size-capped JSON bodies, and
+//! per-request failures.
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use super::{Challenge, MAX_MESSAGE_BYTES};
 use crate::mcp::McpError;
 use crate::text::shown;
-
-/// One message on its way out, with what routing needs read from it once.
-#[derive(Debug, Clone)]
-pub(crate) struct Outgoing {
-    pub body: Bytes,
-    pub id: Option<Value>,
-    pub method: Option<String>,
-    cancels: Option<u64>,
-}
-
-impl Outgoing {
-    /// `None` for bytes that are not a JSON object (edgar never sends such).
-    pub fn parse(bytes: Vec<u8>) -> Option<Outgoing> {
-        let trimmed = bytes.trim_ascii_end();
-        let value: Value = serde_json::from_slice(trimmed).ok()?;
-        let object = value.as_object()?;
-        let method = object
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let cancels = match method.as_deref() {
-            Some("notifications/cancelled") => object
-                .get("params")
-                .and_then(|p| p.get("requestId"))
-                .and_then(Value::as_u64),
-            _ => None,
-        };
-        let len = trimmed.len();
-        let mut bytes = bytes;
-        bytes.truncate(len);
-        Some(Outgoing {
-            id: object.get("id").cloned(),
-            method,
-            cancels,
-            body: Bytes::from(bytes),
-        })
-    }
-
-    /// A placeholder for streams that answer nothing of ours.
-    pub fn none() -> Outgoing {
-        Outgoing {
-            body: Bytes::new(),
-            id: None,
-            method: None,
-            cancels: None,
-        }
-    }
-
-    /// The id of a request of ours (a reply to the server has an id but no method).
-    pub fn request_id(&self) -> Option<u64> {
-        self.method.as_ref()?;
-        self.id.as_ref().and_then(Value::as_u64)
-    }
-
-    /// The request this `notifications/cancelled` gives up on.
-    pub fn cancels(&self) -> Option<u64> {
-        self.cancels
-    }
-
-    /// The same message with another id.
-    pub fn with_id(&self, id: Value) -> Outgoing {
-        let mut value: Value = serde_json::from_slice(&self.body).unwrap_or(Value::Null);
-        value["id"] = id.clone();
-        Outgoing {
-            body: Bytes::from(value.to_string()),
-            id: Some(id),
-            method: self.method.clone(),
-            cancels: None,
-        }
-    }
-}
 
 /// Why one exchange failed, before it becomes an [`McpError`].
 #[derive(Debug, Clone)]
@@ -189,26 +117,4 @@ pub(crate) async fn read_json(mut response: reqwest::Response) -> Result<Value, 
         }
     }
     serde_json::from_slice(&body).map_err(|e| Reply::Failed(format!("its reply is not JSON ({e})")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outgoing_messages_are_read_once() {
-        let m = Outgoing::parse(
-            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#.to_vec(),
-        );
-        let m = m.unwrap_or_else(Outgoing::none);
-        assert_eq!(m.request_id(), Some(4));
-        let reply = Outgoing::parse(br#"{"jsonrpc":"2.0","id":4,"result":{}}"#.to_vec());
-        assert_eq!(reply.and_then(|r| r.request_id()), None);
-        let cancel = Outgoing::parse(
-            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#
-                .to_vec(),
-        );
-        assert_eq!(cancel.and_then(|c| c.cancels()), Some(9));
-        assert!(Outgoing::parse(b"[1]".to_vec()).is_none());
-    }
 }
