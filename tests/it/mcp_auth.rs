@@ -459,3 +459,55 @@ async fn a_step_up_without_a_human_is_remembered_for_the_next_login() {
         .unwrap_or_else(|e| panic!("{e}"));
     s.close().await;
 }
+
+/// Two sessions (as two edgar processes would) share a stored sign-in whose refresh
+/// tokens rotate: when both find the access token expired, one refreshes and the other
+/// takes the new token from the store instead of reusing the rotated-away one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_refreshes_take_turns() {
+    let (server, world) = protected(3600).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    let store = Store::memory();
+    McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = Config {
+        servers: vec![spec.clone()],
+        ..Config::default()
+    };
+    let sessions: Vec<Session> = (0..2)
+        .map(|_| {
+            let mut opts = SessionOptions::new(std::env::temp_dir(), Some(cache.path().to_owned()));
+            opts.credentials = Some(store.clone());
+            Session::new(&config, opts)
+        })
+        .collect();
+    for s in &sessions {
+        s.call("prot__echo", json!({"text": "x"}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    lock(&world).access.clear();
+    let calls = sessions
+        .iter()
+        .map(|s| s.call("prot__echo", json!({"text": "x"})));
+    for r in edgar_host::mcp::client::join_all(calls).await {
+        r.unwrap_or_else(|e| panic!("{e}"));
+    }
+    {
+        let w = lock(&world);
+        let refreshes = w
+            .token_requests
+            .iter()
+            .filter(|(g, _)| g == "refresh_token")
+            .count();
+        assert_eq!(refreshes, 1, "{:?}", w.token_requests);
+    }
+    assert!(stored_refresh(&store, &spec).await.is_some());
+    for s in &sessions {
+        s.close().await;
+    }
+}

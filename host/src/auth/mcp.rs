@@ -15,11 +15,13 @@ pub mod token;
 
 use std::future::Future;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
 use reqwest::Url;
 use serde_json::json;
+use sha2::Digest as _;
 
 use self::discovery::ServerMetadata;
 use self::token::{Client, Credentials, Refusal};
@@ -33,6 +35,8 @@ use crate::text::shown;
 /// Interactive authorizations one sign-in may start (a server that keeps asking for
 /// more scope is not obeyed for ever).
 pub const MAX_AUTHORIZATIONS: u32 = 3;
+/// Longest wait for another process's refresh.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// A token this close to expiry is refreshed before use.
 const REFRESH_MARGIN: u64 = 60;
 
@@ -55,6 +59,8 @@ pub struct McpAuth {
     store: Store,
     key: String,
     browser: Option<Browser>,
+    /// Where the cross-process refresh lock lives; `None` refreshes without one.
+    lock_dir: Option<PathBuf>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -91,8 +97,16 @@ impl McpAuth {
             client_config: spec.oauth.clone(),
             store,
             browser,
+            lock_dir: None,
             state: tokio::sync::Mutex::new(State::default()),
         })
+    }
+
+    /// Serializes refreshes across edgar processes with a lock file in `dir`: servers
+    /// that rotate refresh tokens revoke the whole family when an old one is reused.
+    pub fn with_lock_dir(mut self, dir: Option<PathBuf>) -> McpAuth {
+        self.lock_dir = dir;
+        self
     }
 
     async fn load(&self, st: &mut State) {
@@ -406,6 +420,19 @@ impl McpAuth {
     /// Refreshes; a final refusal erases the stored sign-in, anything else keeps it.
     async fn refresh(&self, st: &mut State, creds: &Credentials) -> bool {
         st.refreshed = Some(creds.access_token.clone());
+        let _lock = self.lock().await;
+        // Another process may have refreshed while this one waited for the lock.
+        if let Ok(Some(stored)) = self.stored().await
+            && stored.access_token != creds.access_token
+        {
+            tracing::debug!(
+                server = self.server,
+                "using the token another process refreshed"
+            );
+            st.client = Some(stored.client.clone());
+            st.creds = Some(stored);
+            return true;
+        }
         match token::refresh(creds).await {
             Ok(new) => {
                 tracing::info!(server = self.server, "token refreshed");
@@ -493,6 +520,43 @@ impl Authorizer for McpAuth {
         sent: Option<&'a Secret>,
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         Box::pin(self.retry_after(status, challenge, sent.map(Secret::expose)))
+    }
+}
+
+impl McpAuth {
+    /// Takes the refresh lock (an exclusive `flock` on a file named after the store
+    /// entry), waiting at most [`LOCK_WAIT`]; without a lock directory, or when the lock
+    /// cannot be had, the refresh goes ahead unlocked.
+    async fn lock(&self) -> Option<std::fs::File> {
+        let dir = self.lock_dir.clone()?;
+        let name = format!(
+            "{}.lock",
+            crate::guard::hex(&sha2::Sha256::digest(self.key.as_bytes()))[..16].to_owned()
+        );
+        let take = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            crate::paths::create_private_dir(&dir)?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(name))?;
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+            Ok(file)
+        });
+        match tokio::time::timeout(LOCK_WAIT, take).await {
+            Ok(Ok(Ok(file))) => Some(file),
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(server = self.server, "refreshing without the lock: {e}");
+                None
+            }
+            _ => {
+                tracing::warn!(
+                    server = self.server,
+                    "refreshing without the lock: it stayed taken"
+                );
+                None
+            }
+        }
     }
 }
 

@@ -687,8 +687,10 @@ impl Session {
         if let Some(a) = all.get(&spec.name) {
             return Some(a.clone());
         }
+        let locks = self.opts.cache_dir.as_ref().map(|d| d.join("locks"));
         match McpAuth::new(spec, store, self.opts.browser) {
             Ok(a) => {
+                let a = a.with_lock_dir(locks);
                 let a = Arc::new(a);
                 all.insert(spec.name.clone(), a.clone());
                 Some(a)
