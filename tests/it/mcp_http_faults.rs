@@ -501,3 +501,68 @@ async fn a_401_means_needs_login_with_the_challenge() {
     );
     h.close().await;
 }
+
+fn legacy_harness(url: &str) -> Harness {
+    let mut spec = http_spec("fake", url, true);
+    spec.startup_timeout = Duration::from_secs(3);
+    Harness::new(vec![spec])
+}
+
+#[tokio::test]
+async fn a_legacy_server_that_wants_a_login_says_so() {
+    let server = FakeHttp::start(|_| {
+        Resp::Status(
+            401,
+            vec![("www-authenticate", r#"Bearer scope="a b""#.into())],
+        )
+    })
+    .await;
+    let h = legacy_harness(&server.url);
+    let e = h.session.tools("fake").await.err();
+    match e {
+        Some(McpError::NeedsLogin { challenge, .. }) => {
+            assert_eq!(challenge.and_then(|c| c.scope).as_deref(), Some("a b"));
+        }
+        other => panic!("{other:?}"),
+    }
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_legacy_endpoint_on_another_origin_is_refused() {
+    let server = FakeHttp::start(|_| {
+        Resp::Sse(
+            "event: endpoint\ndata: http://127.0.0.2:1/messages\n\n".into(),
+            After::Hang,
+        )
+    })
+    .await;
+    let h = legacy_harness(&server.url);
+    let e = h
+        .session
+        .tools("fake")
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("is on another origin"), "{e}");
+    assert_eq!(server.count("initialize"), 0);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_legacy_stream_without_an_endpoint_hits_the_deadline() {
+    let server = FakeHttp::start(|_| Resp::Sse(": nothing yet\n\n".into(), After::Ping)).await;
+    let h = legacy_harness(&server.url);
+    let t = Instant::now();
+    let e = h.session.tools("fake").await.err();
+    assert!(
+        matches!(
+            e,
+            Some(McpError::Start { .. }) | Some(McpError::Timeout { .. })
+        ),
+        "{e:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    h.close().await;
+}
