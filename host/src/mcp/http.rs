@@ -138,11 +138,13 @@ pub(crate) fn server_url(url: &str) -> Result<Url, String> {
 
 /// What both HTTP transports start from: the checked URL and config headers, with the
 /// process's HTTP client built.
-fn prepare(url: &str, headers: &BTreeMap<String, String>) -> Result<(Url, HeaderMap), String> {
+fn prepare(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<(&'static reqwest::Client, Url, HeaderMap), String> {
     let url = server_url(url)?;
     let headers = header_map(headers)?;
-    client()?;
-    Ok((url, headers))
+    Ok((client()?, url, headers))
 }
 
 /// The connection's link, and the transport's ends of it.
@@ -164,6 +166,7 @@ pub(crate) struct Http {
 
 struct Shared {
     server: String,
+    client: &'static reqwest::Client,
     url: Url,
     headers: HeaderMap,
     events: mpsc::Sender<Event>,
@@ -190,10 +193,11 @@ impl Http {
         headers: &BTreeMap<String, String>,
         auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Http, Link), String> {
-        let (url, headers) = prepare(url, headers)?;
+        let (client, url, headers) = prepare(url, headers)?;
         let (link, out_rx, ev_tx) = link();
         let shared = Arc::new(Shared {
             server: server.to_owned(),
+            client,
             url,
             headers,
             events: ev_tx,
@@ -220,7 +224,7 @@ impl Http {
         }
         let session = lock(&self.shared.session).take();
         if let Some(session) = session {
-            let (delete, _) = self
+            let delete = self
                 .shared
                 .authorized(self.shared.request(Method::DELETE, &self.shared.url))
                 .await;
@@ -285,12 +289,8 @@ async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>)
 
 impl Shared {
     fn request(&self, method: Method, url: &Url) -> reqwest::RequestBuilder {
-        // `client()` succeeded in `start`, so this lookup cannot fail here.
-        let client = match client() {
-            Ok(c) => c.clone(),
-            Err(_) => reqwest::Client::new(),
-        };
-        let mut r = client
+        let mut r = self
+            .client
             .request(method, url.clone())
             .headers(self.headers.clone());
         if let Some(v) = lock(&self.protocol).clone() {
@@ -300,22 +300,10 @@ impl Shared {
     }
 
     /// Adds the bearer token, if this server has a sign-in; returns the token sent.
-    async fn authorized(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> (reqwest::RequestBuilder, Option<Secret>) {
-        let Some(auth) = &self.auth else {
-            return (request, None);
-        };
-        let Some(token) = auth.bearer().await else {
-            return (request, None);
-        };
-        match HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
-            Ok(mut v) => {
-                v.set_sensitive(true);
-                (request.header("authorization", v), Some(token))
-            }
-            Err(_) => (request, None),
+    async fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match bearer(self.auth.as_ref()).await {
+            Some((header, _)) => request.header("authorization", header),
+            None => request,
         }
     }
 
@@ -657,7 +645,7 @@ impl Shared {
         // The same request under an id the connection never uses, so its answer is ours.
         let mut replay: Value = serde_json::from_slice(&init.bytes).unwrap_or(Value::Null);
         replay["id"] = json!("edgar-reinitialize");
-        let (post, _) = self.authorized(self.request(Method::POST, &self.url)).await;
+        let post = self.authorized(self.request(Method::POST, &self.url)).await;
         let response = post
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -684,7 +672,7 @@ impl Shared {
             }
         }
         *lock(&self.session) = session.clone();
-        let (note, _) = self.authorized(self.request(Method::POST, &self.url)).await;
+        let note = self.authorized(self.request(Method::POST, &self.url)).await;
         let mut note = note
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -701,6 +689,15 @@ impl Shared {
     }
 }
 
+/// The `Authorization` header (marked sensitive, so it never shows in `Debug`) and the
+/// token in it, when the server has a sign-in with a token.
+async fn bearer(auth: Option<&Arc<dyn Authorizer>>) -> Option<(HeaderValue, Secret)> {
+    let token = auth?.bearer().await?;
+    let mut header = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
+    header.set_sensitive(true);
+    Some((header, token))
+}
+
 /// Sends the request `make` builds with the server's bearer token, if it has a sign-in.
 /// A 401 (or a 403 asking for more scope) goes to the authorizer, and the request is
 /// built and sent again while it says a new token is worth a try, at most
@@ -713,12 +710,8 @@ pub(super) async fn send_with_auth(
     loop {
         let mut request = make();
         let mut sent = None;
-        if let Some(auth) = auth
-            && let Some(token) = auth.bearer().await
-            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-        {
-            v.set_sensitive(true);
-            request = request.header("authorization", v);
+        if let Some((header, token)) = bearer(auth).await {
+            request = request.header("authorization", header);
             sent = Some(token);
         }
         let response = request

@@ -14,8 +14,8 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::event_stream::EventStream;
 use super::wire::{self, Body, Reply};
 use super::{
-    Authorizer, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, client, link,
-    prepare, send_with_auth,
+    Authorizer, MAX_MESSAGE_BYTES, MAX_STREAM_BYTES, SEND_TIMEOUT, check_status, link, prepare,
+    send_with_auth,
 };
 use crate::mcp::connection::{Event, Link, Outbound};
 use crate::text::shown;
@@ -28,6 +28,7 @@ pub(crate) struct Legacy {
 
 struct Shared {
     server: String,
+    client: &'static reqwest::Client,
     url: Url,
     headers: HeaderMap,
     events: mpsc::Sender<Event>,
@@ -43,10 +44,11 @@ impl Legacy {
         headers: &BTreeMap<String, String>,
         auth: Option<Arc<dyn Authorizer>>,
     ) -> Result<(Legacy, Link), String> {
-        let (url, headers) = prepare(url, headers)?;
+        let (client, url, headers) = prepare(url, headers)?;
         let (link, out_rx, ev_tx) = link();
         let shared = Arc::new(Shared {
             server: server.to_owned(),
+            client,
             url,
             headers,
             events: ev_tx.clone(),
@@ -84,10 +86,9 @@ impl Shared {
         url: &Url,
         make: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, Reply> {
-        let client = client().map_err(Reply::Failed)?;
         send_with_auth(self.auth.as_ref(), || {
             make(
-                client
+                self.client
                     .request(method.clone(), url.clone())
                     .headers(self.headers.clone()),
             )
