@@ -511,3 +511,17 @@ async fn concurrent_refreshes_take_turns() {
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_needs_no_sign_in_says_so() {
+    let server = FakeHttp::start(|req| good(req).unwrap_or(Resp::Status(404, vec![]))).await;
+    let spec = ServerSpec::http("open", &server.url);
+    let e = McpAuth::new(&spec, Store::memory(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("there is nothing to sign in to"), "{e}");
+}

@@ -177,6 +177,9 @@ impl McpAuth {
     /// `edgar mcp login`: probe the server, then authorize with what it asks for.
     pub async fn login(&self) -> Result<Credentials, AuthError> {
         let mut challenge = self.probe().await?;
+        // A server that let the probe in may still protect its tools (and publish
+        // metadata saying so); it is not guessed to be a 2025-03-26 one.
+        let refused = challenge.is_some();
         let mut st = self.state.lock().await;
         self.load(&mut st).await;
         st.authorizations = 0;
@@ -187,7 +190,7 @@ impl McpAuth {
         {
             challenge.get_or_insert_with(Challenge::default).scope = Some(w);
         }
-        self.authorize(&mut st, challenge.as_ref()).await?;
+        self.authorize(&mut st, challenge.as_ref(), refused).await?;
         st.creds
             .clone()
             .ok_or_else(|| AuthError::NeedsLogin("the sign-in left no token".into()))
@@ -226,10 +229,13 @@ impl McpAuth {
     }
 
     /// Discovery, client identity, the browser round trip and the code exchange.
+    /// `legacy` allows the 2025-03-26 fallbacks when the server has no resource
+    /// metadata (only when it actually refused a request).
     async fn authorize(
         &self,
         st: &mut State,
         challenge: Option<&Challenge>,
+        legacy: bool,
     ) -> Result<(), AuthError> {
         let Some(browser) = self.browser else {
             return Err(AuthError::NeedsLogin(format!(
@@ -259,6 +265,12 @@ impl McpAuth {
                         ))
                     })?;
                 (meta, p.resource.clone(), p.scopes_supported.clone())
+            }
+            None if !legacy => {
+                return Err(AuthError::Discovery(format!(
+                    "'{}' did not ask for a sign-in and publishes no OAuth metadata; there is nothing to sign in to",
+                    self.server
+                )));
             }
             None => {
                 // A 2025-03-26 server: its origin is the authorization server.
@@ -498,7 +510,7 @@ impl McpAuth {
             }
             return false;
         }
-        match self.authorize(&mut st, challenge).await {
+        match self.authorize(&mut st, challenge, true).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(server = self.server, "signing in failed: {e}");
