@@ -14,6 +14,7 @@ use edgar_host::mcp::client::{ServerState, Session, SessionOptions};
 use edgar_host::paths;
 use serde_json::{Value, json};
 
+use super::sign_in::SignIn;
 use crate::cli::{McpCommand, ScopeArg};
 
 /// Exit code for a tool result with `isError`.
@@ -139,6 +140,10 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     )?;
                 }
                 out.flush()?;
+                // Why the store cannot be read is the same for every server: say it once.
+                if let Some(why) = sign_ins.iter().flatten().find_map(SignIn::unknown) {
+                    eprintln!("edgar: sign-in state unknown: {why}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

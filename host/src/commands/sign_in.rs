@@ -102,7 +102,15 @@ impl SignIn {
                 None => "signed in".into(),
             },
             SignIn::None => "not signed in".into(),
-            SignIn::Unknown(why) => format!("sign-in unknown: {why}"),
+            SignIn::Unknown(_) => "sign-in unknown".into(),
+        }
+    }
+
+    /// Why the sign-in could not be read, if it could not.
+    pub fn unknown(&self) -> Option<&str> {
+        match self {
+            SignIn::Unknown(why) => Some(why),
+            _ => None,
         }
     }
 
