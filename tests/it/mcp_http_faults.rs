@@ -58,6 +58,8 @@ pub enum Resp {
     Sse(String, After),
     /// A body of this content type that never stops (until the client hangs up).
     Endless(&'static str, String),
+    /// No answer at all, not even headers.
+    Hang,
 }
 
 pub enum After {
@@ -183,6 +185,10 @@ async fn serve(mut socket: TcpStream, handler: Arc<Handler>, seen: Arc<Mutex<Vec
                     }
                 },
             }
+            return;
+        }
+        Resp::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
             return;
         }
         Resp::Endless(kind, prefix) => {
@@ -565,4 +571,34 @@ async fn a_legacy_stream_without_an_endpoint_hits_the_deadline() {
     );
     assert!(t.elapsed() < Duration::from_secs(10));
     h.close().await;
+}
+
+#[tokio::test]
+async fn close_does_not_wait_long_for_a_hung_delete() {
+    let server = FakeHttp::start(|req| {
+        if req.method == "DELETE" {
+            return Resp::Hang;
+        }
+        let mut r = good(req).unwrap_or(Resp::Accepted);
+        if let (Resp::Json(_, h, _), "initialize") = (&mut r, req.rpc()) {
+            h.push(("mcp-session-id", "s1".into()));
+        }
+        r
+    })
+    .await;
+    let h = harness(&server.url);
+    h.session
+        .call("fake__echo", json!({"text": "x"}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Harness::close asserts that closing took less than 5 s.
+    h.close().await;
+    assert_eq!(
+        server
+            .requests
+            .lock()
+            .map(|r| r.iter().filter(|q| q.method == "DELETE").count())
+            .unwrap_or(0),
+        1
+    );
 }

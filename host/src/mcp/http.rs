@@ -68,7 +68,9 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const HEALTHY_STREAM: Duration = Duration::from_secs(30);
 /// Longest reconnection delay honoured.
 const MAX_RETRY: Duration = Duration::from_secs(30);
-/// Deadline for messages that expect no answer (notifications, our replies, DELETE).
+/// How long `close` waits for the server to acknowledge the session's `DELETE`.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Deadline for messages that expect no answer (notifications, our replies).
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a stream is read after it carried its answer.
 const DRAIN: Duration = Duration::from_millis(500);
@@ -229,7 +231,7 @@ impl Http {
                 .authorized(self.shared.request(Method::DELETE, &self.shared.url))
                 .await;
             let delete = delete.header("mcp-session-id", session);
-            match tokio::time::timeout(SEND_TIMEOUT, delete.send()).await {
+            match tokio::time::timeout(CLOSE_TIMEOUT, delete.send()).await {
                 Ok(Ok(r)) => tracing::debug!(
                     server = self.shared.server,
                     "session deleted: HTTP {}",
