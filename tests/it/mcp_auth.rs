@@ -525,3 +525,76 @@ async fn a_server_that_needs_no_sign_in_says_so() {
         .unwrap_or_default();
     assert!(e.contains("there is nothing to sign in to"), "{e}");
 }
+
+/// The same sign-in with the default store, a real Secret Service (gnome-keyring in a
+/// private D-Bus session): the tokens live in the keyring and nowhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_lives_in_a_real_keyring() {
+    let (server, _world) = protected(3600).await;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = home.path().join("config/edgar");
+    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("mcp.json"),
+        json!({"mcpServers": {"prot": {"type": "http", "url": server.url}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let key = store_key(&ServerSpec::http("prot", &server.url));
+    let script = r#"
+        set -u
+        echo "== login"; "$EDGAR" mcp login prot --browser-fetch || exit 10
+        secret-tool lookup service edgar username "$ENTRY" | grep -q secret-refresh && echo "keyring holds the sign-in"
+        grep -rqs secret-access "$HOME" || echo "no token in any file"
+        echo "== list"; "$EDGAR" mcp list
+        echo "== call"; "$EDGAR" mcp call prot__echo '{"text": "x"}' || exit 11
+        echo "== logout"; "$EDGAR" mcp logout prot || exit 12
+        secret-tool lookup service edgar username "$ENTRY" >/dev/null || echo "keyring entry gone"
+    "#;
+    let with_keyring = edgar_tests::fixture("with-keyring.sh")
+        .display()
+        .to_string();
+    let home_path = home.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("dbus-run-session")
+            .args(["--", &with_keyring, "sh", "-c", script])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home_path)
+            .env("XDG_CONFIG_HOME", home_path.join("config"))
+            .env("XDG_CACHE_HOME", home_path.join("cache"))
+            .env("XDG_DATA_HOME", home_path.join("data"))
+            .env("EDGAR", EDGAR)
+            .env("EDGAR_LOG", "debug")
+            .env("ENTRY", key)
+            .current_dir(&home_path)
+            .output()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap_or_else(|e| panic!("dbus-run-session: {e} (run .ci/test, which installs it)"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for expected in [
+        "signed in to prot (scope: files:read), expires in",
+        "stored in the OS keyring",
+        "keyring holds the sign-in",
+        "no token in any file",
+        "signed in, expires in",
+        "fine",
+        "signed out of prot",
+        "keyring entry gone",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains("secret-access") && !text.contains("secret-refresh"),
+        "{text}"
+    );
+}
