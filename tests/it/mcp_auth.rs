@@ -193,6 +193,15 @@ async fn protected(expires_in: u64) -> (FakeHttp, Shared) {
     (server, world)
 }
 
+/// `edgar mcp login` through the headless browser, into `store`.
+async fn login(spec: &ServerSpec, store: &Store) -> edgar_host::auth::mcp::token::Credentials {
+    McpAuth::new(spec, store.clone(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn session(spec: &ServerSpec, store: &Store) -> Session {
     let config = Config {
         servers: vec![spec.clone()],
@@ -215,9 +224,7 @@ async fn login_refresh_rotation_and_rejection() {
     let spec = ServerSpec::http("prot", &server.url);
     let store = Store::memory();
 
-    let auth =
-        McpAuth::new(&spec, store.clone(), Some(Browser::Fetch)).unwrap_or_else(|e| panic!("{e}"));
-    let creds = auth.login().await.unwrap_or_else(|e| panic!("{e}"));
+    let creds = login(&spec, &store).await;
     assert_eq!(creds.scope.as_deref(), Some("files:read"));
     assert_eq!(
         stored_refresh(&store, &spec).await.as_deref(),
@@ -293,11 +300,7 @@ async fn a_token_about_to_expire_is_refreshed_before_use() {
     let (server, world) = protected(30).await;
     let spec = ServerSpec::http("prot", &server.url);
     let store = Store::memory();
-    McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .login()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    login(&spec, &store).await;
     let s = session(&spec, &store);
     s.call("prot__echo", json!({"text": "x"}))
         .await
@@ -421,14 +424,7 @@ async fn a_step_up_without_a_human_is_remembered_for_the_next_login() {
     lock(&world).need_write = true;
     let spec = ServerSpec::http("prot", &server.url);
     let store = Store::memory();
-    let login = || async {
-        McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .login()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
-    login().await;
+    login(&spec, &store).await;
     let s = session(&spec, &store);
     let e = s.call("prot__echo", json!({"text": "x"})).await.err();
     match &e {
@@ -441,7 +437,7 @@ async fn a_step_up_without_a_human_is_remembered_for_the_next_login() {
         other => panic!("{other:?}"),
     }
     s.close().await;
-    let creds = login().await;
+    let creds = login(&spec, &store).await;
     assert_eq!(creds.scope.as_deref(), Some("files:read files:write"));
     {
         let w = lock(&world);
@@ -468,11 +464,7 @@ async fn concurrent_refreshes_take_turns() {
     let (server, world) = protected(3600).await;
     let spec = ServerSpec::http("prot", &server.url);
     let store = Store::memory();
-    McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .login()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    login(&spec, &store).await;
     let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = Config {
         servers: vec![spec.clone()],
