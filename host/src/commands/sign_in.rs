@@ -53,7 +53,7 @@ pub async fn login(
         creds
             .scope
             .as_deref()
-            .map(|s| format!(" (scope: {s})"))
+            .map(|s| format!(" (scope: {})", edgar_host::text::shown_message(s)))
             .unwrap_or_default(),
         creds
             .expires_at

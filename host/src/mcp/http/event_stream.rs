@@ -8,6 +8,9 @@
 //! may hold at most `max_event` bytes; beyond that the stream is refused rather than
 //! buffered.
 
+/// Longest event id kept; longer ones are ignored like ids holding NUL.
+pub const MAX_ID_BYTES: usize = 1024;
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
@@ -143,7 +146,10 @@ impl EventStream {
                 self.has_data = true;
             }
             b"event" => self.event = value.into_owned(),
-            b"id" if !value.contains('\0') => self.last_id = Some(value.into_owned()),
+            // A longer id would go back to the server as a header on resumption.
+            b"id" if !value.contains('\0') && value.len() <= MAX_ID_BYTES => {
+                self.last_id = Some(value.into_owned())
+            }
             b"retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
                 self.retry = value.parse().ok();
             }
@@ -238,6 +244,10 @@ mod tests {
         let (out, p) = parse_chunks(&[b"retry: 5x\nid: a\0b\nbogus: 1\ndata\n\n"]);
         assert_eq!(out, vec![ev("", "", None)]);
         assert_eq!(p.retry(), None);
+        assert_eq!(p.last_id(), None);
+        let long = format!("id: {}\ndata: x\n\n", "9".repeat(MAX_ID_BYTES + 1));
+        let (out, p) = parse_chunks(&[long.as_bytes()]);
+        assert_eq!(out, vec![ev("", "x", None)]);
         assert_eq!(p.last_id(), None);
     }
 
