@@ -8,9 +8,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use edgar_host::config::{Config, ConfigPaths};
+use edgar_host::config::{Config, ConfigPaths, Hold};
 use edgar_host::guard::{AdapterSource, BUILTIN_DIGEST, Guard};
 use edgar_host::tools::cache::{Entry, ToolCache};
+use edgar_host::trust::approval::Approvals;
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const RUNS: usize = 101;
@@ -40,25 +41,44 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// A home with a project config of `n` servers and their tools in a warm cache.
+/// A home with `n` servers, half in the user's config and half in the project's (each
+/// approved, so every start checks the approvals), and their tools in a warm cache.
 fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let servers: serde_json::Map<String, serde_json::Value> = (0..n)
-        .map(|i| {
-            (
-                format!("server{i}"),
-                serde_json::json!({"command": format!("/nonexistent/mcp-server-{i}")}),
-            )
-        })
-        .collect();
-    let config = serde_json::json!({ "mcpServers": servers });
-    std::fs::write(home.path().join(".mcp.json"), config.to_string())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let paths = ConfigPaths {
-        user: None,
-        project: home.path().join(".mcp.json"),
+    let entries = |range: std::ops::Range<usize>| -> serde_json::Value {
+        let servers: serde_json::Map<String, serde_json::Value> = range
+            .map(|i| {
+                (
+                    format!("server{i}"),
+                    serde_json::json!({"command": format!("/nonexistent/mcp-server-{i}")}),
+                )
+            })
+            .collect();
+        serde_json::json!({ "mcpServers": servers })
     };
+    let user = home.path().join("config/edgar/mcp.json");
+    std::fs::create_dir_all(home.path().join("config/edgar")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&user, entries(0..n / 2).to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.path().join(".mcp.json"), entries(n / 2..n).to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let state = home.path().join(".local/state/edgar");
+    let paths = ConfigPaths {
+        user: Some(user),
+        project: home.path().join(".mcp.json"),
+        state: Some(state.clone()),
+        policy: None,
+    };
+    let held = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let mut approvals = Approvals::load(Some(&state));
+    for h in &held.held {
+        if let Hold::NeedsApproval(entry) = &h.why {
+            approvals
+                .approve(&entry.project, &entry.name, &entry.digest, 0)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
     let config = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.servers.len(), n, "every server is trusted");
     let cache = ToolCache::new(Some(&home.path().join("cache/edgar")));
     let guard = Guard::new(None);
     let adapter = guard
@@ -73,6 +93,7 @@ fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
         let entry = Entry {
             tools: accepted,
             refused: Vec::new(),
+            quarantined: Vec::new(),
             protocol_version: "2025-06-18".into(),
             server_info: serde_json::Value::Null,
             fetched_at: 0,

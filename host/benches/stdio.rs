@@ -40,11 +40,14 @@ async fn main() {
         adapter: AdapterSource::Builtin,
         oauth: Default::default(),
         source: PathBuf::from("bench"),
+        project: None,
+        tool_policy: Default::default(),
     };
     let config = Config {
         servers: vec![spec],
         files: Vec::new(),
         is_default: false,
+        ..Default::default()
     };
     let session = Arc::new(Session::new(
         &config,

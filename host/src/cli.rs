@@ -40,9 +40,28 @@ pub enum Command {
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),
+    /// The audit trail: every approval, pin change, policy block, sign-in and tool call.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Developer entry points (conformance testing).
     #[command(subcommand, hide = true)]
     Dev(DevCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the whole chain; exits 1 naming the first line that was edited, removed,
+    /// reordered or cut off.
+    Verify,
+    /// The last events.
+    Tail {
+        /// How many.
+        #[arg(short = 'n', default_value_t = 20)]
+        n: usize,
+        /// One JSON object per line, as stored.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +130,31 @@ pub enum McpCommand {
     },
     /// Forget a server's failure so it starts again when needed.
     Reset { name: String },
+    /// Review and approve a project server (exactly what would run or be contacted), or
+    /// a server's changed and new tools (a diff against their pins).
+    Approve {
+        /// The server to review.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Everything waiting for approval.
+        #[arg(long)]
+        all: bool,
+        /// Approve without asking (still prints what is approved).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Withdraw the approval of a project server.
+    Revoke { name: String },
+    /// The pinned tools of each server (or one), and changes waiting for approval.
+    Pins {
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write ./.mcp.lock: the pins of this project's servers, to commit for a team.
+    Lock,
+    /// Discover every server ./.mcp.lock pins and compare; exits 1 on any drift.
+    Verify,
     /// Sign in to an HTTP server (OAuth 2.1 with PKCE through a loopback redirect).
     Login {
         name: String,

@@ -6,16 +6,19 @@ mod guard;
 mod mcp;
 mod search;
 mod sign_in;
+mod trust;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{AuditCommand, Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
         Command::Dev(cmd) => dev::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
+        Command::Audit(AuditCommand::Verify) => trust::audit_verify(),
+        Command::Audit(AuditCommand::Tail { n, json }) => trust::audit_tail(n, json),
         Command::Login { provider } => account::login(&provider),
         Command::Logout { provider } => account::logout(&provider),
         Command::Account { provider } => account::account(provider.as_deref()),

@@ -17,6 +17,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::guard::AdapterSource;
+use crate::trust::approval::{Approvals, entry_digest};
+use crate::trust::policy::{Policy, ProjectServers, ToolPolicy};
 
 pub use expand::expand;
 
@@ -87,6 +89,11 @@ pub struct ServerSpec {
     pub oauth: OAuthClient,
     /// The file this entry came from (or `<built-in>` for the embedded default).
     pub source: PathBuf,
+    /// For an entry of a project's `.mcp.json`: that project's directory. Its approval and
+    /// its tools' pins belong to that directory.
+    pub project: Option<PathBuf>,
+    /// The administrator's tool rules and result cap.
+    pub tool_policy: ToolPolicy,
 }
 
 /// A server's `oauth` entry: a client the user registered with its authorization
@@ -152,24 +159,109 @@ impl ServerSpec {
         crate::guard::hex(&Sha256::digest(identity.to_string().as_bytes()))
     }
 
-    /// Whether the server's tool `tool` is offered, after `enabled_tools`/`disabled_tools`.
+    /// Whether the server's tool `tool` is offered, after `enabled_tools`/`disabled_tools`
+    /// and the administrator's tool rules.
     pub fn allows(&self, tool: &str) -> bool {
         self.enabled_tools
             .as_ref()
             .is_none_or(|e| e.iter().any(|t| t == tool))
             && !self.disabled_tools.iter().any(|t| t == tool)
+            && self.tool_policy.allows(&self.name, tool)
+    }
+
+    /// Whether any filter applies to this server's tools (so the unfiltered list can be
+    /// shared without a copy when none does).
+    pub fn filters_tools(&self) -> bool {
+        self.enabled_tools.is_some()
+            || !self.disabled_tools.is_empty()
+            || self.tool_policy.allow.is_some()
+            || !self.tool_policy.deny.is_empty()
     }
 }
 
 /// The merged configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
-    /// Servers in a stable order: by name.
+    /// The servers a session may run, in a stable order: by name. Trusted (the user's
+    /// own, or approved) and allowed by the policy.
     pub servers: Vec<ServerSpec>,
+    /// Entries that are configured but may not run, and why. A session never sees them.
+    pub held: Vec<Held>,
     /// The files that were read.
     pub files: Vec<PathBuf>,
     /// True when no file existed and the embedded default was used.
     pub is_default: bool,
+    /// The administrator's policy, when one applies.
+    pub policy: Option<Policy>,
+    /// The project directory (canonical where it can be resolved).
+    pub project_dir: PathBuf,
+}
+
+/// A configured entry that does not run.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub name: String,
+    pub kind: &'static str,
+    pub source: PathBuf,
+    pub why: Hold,
+}
+
+/// Why an entry is held back.
+#[derive(Debug, Clone)]
+pub enum Hold {
+    /// A project entry no human has approved in exactly this form.
+    NeedsApproval(Box<ProjectEntry>),
+    /// A project entry with the name of one of the user's servers: the user's wins.
+    Shadowed { by: PathBuf },
+    /// The administrator's policy forbids it.
+    Blocked { rule: String },
+}
+
+/// A project's server entry as written, not expanded: what an approval covers.
+#[derive(Clone)]
+pub struct ProjectEntry {
+    pub name: String,
+    pub project: PathBuf,
+    pub file: PathBuf,
+    pub raw: Map<String, Value>,
+    /// The adapter component it would load (its own `adapter`, else the project's
+    /// `schemaAdapter`), with the sha256 of its bytes or why they cannot be read.
+    pub adapter: Option<(PathBuf, Result<String, String>)>,
+    /// What an approval of this entry is bound to.
+    pub digest: String,
+}
+
+impl fmt::Debug for ProjectEntry {
+    /// The raw entry may hold literal secrets: only its name and digest are shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProjectEntry")
+            .field("name", &self.name)
+            .field("file", &self.file)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProjectEntry {
+    /// The entry expanded and validated, as it would run once approved. Expands
+    /// `${VAR}` from the environment: call it only for a human deciding, or after
+    /// approval.
+    pub fn spec(&self) -> Result<ServerSpec, ConfigError> {
+        let base = self.file.parent().unwrap_or(Path::new("."));
+        let mut spec = parse_server(&self.name, &self.raw, &self.file, base, &from_env).map_err(
+            |(field, message)| ConfigError {
+                file: self.file.clone(),
+                server: Some(self.name.clone()),
+                field: Some(field.into()),
+                message,
+            },
+        )?;
+        if let Some((path, _)) = &self.adapter {
+            spec.adapter = AdapterSource::File(path.clone());
+        }
+        spec.project = Some(self.project.clone());
+        Ok(spec)
+    }
 }
 
 /// Where config lives for a session.
@@ -179,6 +271,10 @@ pub struct ConfigPaths {
     pub user: Option<PathBuf>,
     /// `.mcp.json` in the project directory.
     pub project: PathBuf,
+    /// edgar's state directory, where approvals are kept; `None` approves nothing.
+    pub state: Option<PathBuf>,
+    /// The administrator's policy file, if one applies.
+    pub policy: Option<PathBuf>,
 }
 
 impl ConfigPaths {
@@ -191,37 +287,81 @@ impl ConfigPaths {
         ConfigPaths {
             user,
             project: project_dir.join(".mcp.json"),
+            state: crate::trust::state_dir(),
+            policy: crate::trust::policy::path(),
         }
     }
 }
 
 impl Config {
-    /// Reads the user file, then the project file (which wins per server). When neither
-    /// exists, the embedded example server is the configuration.
+    /// Reads the policy, the user file, then the project file. The user's entries are
+    /// trusted; a project entry runs only once approved in exactly its current form, and
+    /// never replaces a user entry of the same name. When no file exists, the embedded
+    /// example server is the configuration. Every server is checked against the policy.
     pub fn load(
         paths: &ConfigPaths,
         default_command: Option<&Path>,
     ) -> Result<Config, ConfigError> {
+        let policy = match &paths.policy {
+            Some(file) => Some(Policy::load(file).map_err(|e| ConfigError {
+                file: file.clone(),
+                server: None,
+                field: None,
+                message: match e {
+                    crate::trust::TrustError::File { message, .. } => message,
+                    other => other.to_string(),
+                },
+            })?),
+            None => None,
+        };
+        let project_dir = paths.project.parent().unwrap_or(Path::new("."));
+        let project_dir = project_dir
+            .canonicalize()
+            .unwrap_or_else(|_| project_dir.to_owned());
         let mut merged: BTreeMap<String, ServerSpec> = BTreeMap::new();
+        let mut held = Vec::new();
         let mut files = Vec::new();
-        let mut global_adapter = None;
-        for file in paths.user.iter().chain([&paths.project]) {
-            let Some(doc) = read_file(file)? else {
-                continue;
-            };
+        if let Some(file) = &paths.user
+            && let Some(doc) = read_file(file)?
+        {
             files.push(file.clone());
             let parsed = parse_document(file, &doc)?;
-            if parsed.adapter.is_some() {
-                global_adapter = parsed.adapter;
+            for mut s in parsed.servers {
+                if let (Some(a), AdapterSource::Builtin) = (&parsed.adapter, &s.adapter) {
+                    s.adapter = a.clone();
+                }
+                merged.insert(s.name.clone(), s);
             }
-            merged.extend(parsed.servers.into_iter().map(|s| (s.name.clone(), s)));
         }
-        if let Some(adapter) = global_adapter {
-            for s in merged
-                .values_mut()
-                .filter(|s| s.adapter == AdapterSource::Builtin)
-            {
-                s.adapter = adapter.clone();
+        if let Some(doc) = read_file(&paths.project)? {
+            files.push(paths.project.clone());
+            let approvals = Approvals::load(paths.state.as_deref());
+            let deny = policy
+                .as_ref()
+                .is_some_and(|p| p.project_servers == ProjectServers::Deny);
+            for entry in project_entries(&paths.project, &project_dir, &doc)? {
+                let kind = raw_kind(&entry.raw);
+                let why = if let Some(user) = merged.get(&entry.name) {
+                    Hold::Shadowed {
+                        by: user.source.clone(),
+                    }
+                } else if deny {
+                    Hold::Blocked {
+                        rule: "project_servers: \"deny\"".into(),
+                    }
+                } else if approvals.is_approved(&project_dir, &entry.name, &entry.digest) {
+                    let spec = entry.spec()?;
+                    merged.insert(spec.name.clone(), spec);
+                    continue;
+                } else {
+                    Hold::NeedsApproval(Box::new(entry.clone()))
+                };
+                held.push(Held {
+                    name: entry.name,
+                    kind,
+                    source: paths.project.clone(),
+                    why,
+                });
             }
         }
         let is_default = files.is_empty();
@@ -229,16 +369,109 @@ impl Config {
             let spec = example_server(command);
             merged.insert(spec.name.clone(), spec);
         }
+        let mut servers = Vec::with_capacity(merged.len());
+        for mut spec in merged.into_values() {
+            if let Some(p) = &policy {
+                if let Some(rule) = p.blocks(&spec) {
+                    held.push(Held {
+                        name: spec.name.clone(),
+                        kind: spec.transport.kind(),
+                        source: spec.source.clone(),
+                        why: Hold::Blocked { rule },
+                    });
+                    continue;
+                }
+                spec.tool_policy = p.tools();
+            }
+            servers.push(spec);
+        }
+        held.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Config {
-            servers: merged.into_values().collect(),
+            servers,
+            held,
             files,
             is_default,
+            policy,
+            project_dir,
         })
     }
 
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
         self.servers.iter().find(|s| s.name == name)
     }
+
+    pub fn held(&self, name: &str) -> Option<&Held> {
+        self.held.iter().find(|h| h.name == name)
+    }
+}
+
+/// The entries of a project file, unexpanded, each with the digest an approval of it
+/// must carry. Reads the adapter components they name (to bind their bytes).
+fn project_entries(
+    file: &Path,
+    project_dir: &Path,
+    doc: &Value,
+) -> Result<Vec<ProjectEntry>, ConfigError> {
+    let document = Document::read(file, doc)?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::with_capacity(document.entries.len());
+    for (name, entry) in document.entries {
+        let err = |field: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            server: Some(name.clone()),
+            field: Some(field.into()),
+            message,
+        };
+        let adapter = match string(entry, "adapter").map_err(|(f, m)| err(f, m))? {
+            Some(p) => Some(base.join(p)),
+            None => document.adapter.clone(),
+        };
+        // Field errors are reported now, without reading the environment.
+        parse_server(name, entry, file, base, &no_env).map_err(|(f, m)| err(f, m))?;
+        let adapter = adapter.map(|path| {
+            let sha = std::fs::read(&path)
+                .map(|bytes| crate::trust::sha256_hex(&bytes))
+                .map_err(|e| e.to_string());
+            (path, sha)
+        });
+        let digest = entry_digest(
+            project_dir,
+            name,
+            entry,
+            adapter
+                .as_ref()
+                .map(|(p, sha)| (p.as_path(), sha.as_deref().unwrap_or("unreadable"))),
+        );
+        out.push(ProjectEntry {
+            name: name.clone(),
+            project: project_dir.to_owned(),
+            file: file.to_owned(),
+            raw: entry.clone(),
+            adapter,
+            digest,
+        });
+    }
+    Ok(out)
+}
+
+/// The transport an unparsed entry names, for listing it.
+fn raw_kind(e: &Map<String, Value>) -> &'static str {
+    match e
+        .get("type")
+        .or_else(|| e.get("transport"))
+        .and_then(Value::as_str)
+    {
+        Some("sse") => "sse",
+        Some("stdio") => "stdio",
+        Some(_) => "http",
+        None if e.contains_key("url") => "http",
+        None => "stdio",
+    }
+}
+
+fn is_disabled(e: &Map<String, Value>) -> bool {
+    e.get("disabled").and_then(Value::as_bool) == Some(true)
+        || e.get("enabled").and_then(Value::as_bool) == Some(false)
 }
 
 /// The embedded default: this binary's own example server over the working directory.
@@ -273,6 +506,8 @@ impl ServerSpec {
             adapter: AdapterSource::Builtin,
             oauth: OAuthClient::default(),
             source: PathBuf::from(source),
+            project: None,
+            tool_policy: ToolPolicy::default(),
         }
     }
 }
@@ -302,67 +537,83 @@ pub fn read_file(file: &Path) -> Result<Option<Value>, ConfigError> {
         .map_err(|e| err(format!("not valid JSON: {e}")))
 }
 
+/// A config file's shape: its `schemaAdapter` and its enabled, well-named entries.
+struct Document<'a> {
+    adapter: Option<PathBuf>,
+    entries: Vec<(&'a String, &'a Map<String, Value>)>,
+}
+
+impl<'a> Document<'a> {
+    fn read(file: &Path, doc: &'a Value) -> Result<Document<'a>, ConfigError> {
+        let err = |server: Option<&str>, field: Option<&str>, message: String| ConfigError {
+            file: file.to_owned(),
+            server: server.map(str::to_owned),
+            field: field.map(str::to_owned),
+            message,
+        };
+        let Some(root) = doc.as_object() else {
+            return Err(err(
+                None,
+                None,
+                "must be a JSON object with an \"mcpServers\" object".into(),
+            ));
+        };
+        let base = file.parent().unwrap_or(Path::new("."));
+        let adapter = match root.get("schemaAdapter") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) => Some(base.join(p)),
+            Some(_) => {
+                return Err(err(
+                    None,
+                    Some("schemaAdapter"),
+                    "must be a path string".into(),
+                ));
+            }
+        };
+        let servers = match root.get("mcpServers") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(s)) => Some(s),
+            Some(_) => return Err(err(None, Some("mcpServers"), "must be an object".into())),
+        };
+        let mut entries = Vec::new();
+        for (name, entry) in servers.into_iter().flatten() {
+            check_name(name).map_err(|m| err(Some(name), None, m))?;
+            let Some(entry) = entry.as_object() else {
+                return Err(err(Some(name), None, "must be an object".into()));
+            };
+            if !is_disabled(entry) {
+                entries.push((name, entry));
+            }
+        }
+        Ok(Document { adapter, entries })
+    }
+}
+
 struct Parsed {
     servers: Vec<ServerSpec>,
     adapter: Option<AdapterSource>,
 }
 
 fn parse_document(file: &Path, doc: &Value) -> Result<Parsed, ConfigError> {
-    let err = |server: Option<&str>, field: Option<&str>, message: String| ConfigError {
-        file: file.to_owned(),
-        server: server.map(str::to_owned),
-        field: field.map(str::to_owned),
-        message,
-    };
-    let Some(root) = doc.as_object() else {
-        return Err(err(
-            None,
-            None,
-            "must be a JSON object with an \"mcpServers\" object".into(),
-        ));
-    };
+    let document = Document::read(file, doc)?;
     let base = file.parent().unwrap_or(Path::new("."));
-    let adapter = match root.get("schemaAdapter") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(p)) => Some(adapter_path(base, p)),
-        Some(_) => {
-            return Err(err(
-                None,
-                Some("schemaAdapter"),
-                "must be a path string".into(),
-            ));
-        }
-    };
-    let servers = match root.get("mcpServers") {
-        None | Some(Value::Null) => {
-            return Ok(Parsed {
-                servers: Vec::new(),
-                adapter,
-            });
-        }
-        Some(Value::Object(s)) => s,
-        Some(_) => return Err(err(None, Some("mcpServers"), "must be an object".into())),
-    };
-    let mut out = Vec::with_capacity(servers.len());
-    for (name, entry) in servers {
-        let fail = |field: Option<&str>, message: String| err(Some(name), field, message);
-        check_name(name).map_err(|m| fail(None, m))?;
-        let Some(entry) = entry.as_object() else {
-            return Err(fail(None, "must be an object".into()));
-        };
-        if entry.get("disabled").and_then(Value::as_bool) == Some(true)
-            || entry.get("enabled").and_then(Value::as_bool) == Some(false)
-        {
-            continue;
-        }
-        out.push(
-            parse_server(name, entry, file, base)
-                .map_err(|(field, message)| fail(Some(field), message))?,
-        );
-    }
+    let servers = document
+        .entries
+        .into_iter()
+        .map(|(name, entry)| {
+            parse_server(name, entry, file, base, &from_env).map_err(|(field, message)| {
+                ConfigError {
+                    file: file.to_owned(),
+                    server: Some(name.clone()),
+                    field: Some(field.into()),
+                    message,
+                }
+            })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Parsed {
-        servers: out,
-        adapter,
+        servers,
+        adapter: document.adapter.map(AdapterSource::File),
     })
 }
 
@@ -381,12 +632,27 @@ pub fn check_name(name: &str) -> Result<(), String> {
 
 type FieldError = (&'static str, String);
 
+/// Where `${VAR}` takes its value.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn from_env(var: &str) -> Option<String> {
+    std::env::var(var).ok()
+}
+
+/// For checking an unapproved entry's shape without reading the environment: every
+/// variable is set, to a value that passes the shape checks even where it starts a URL.
+fn no_env(_: &str) -> Option<String> {
+    Some("http://unexpanded".into())
+}
+
 fn parse_server(
     name: &str,
     e: &Map<String, Value>,
     file: &Path,
     base: &Path,
+    env: Lookup,
 ) -> Result<ServerSpec, FieldError> {
+    let expand_field = |s: &str, field: &'static str| expand_field(s, field, env);
     let kind = match e.get("type").or_else(|| e.get("transport")) {
         Some(Value::String(t)) => t.as_str(),
         None if e.contains_key("url") => "http",
@@ -446,7 +712,7 @@ fn parse_server(
         }
     };
     let adapter = match string(e, "adapter")? {
-        Some(p) => adapter_path(base, &p),
+        Some(p) => AdapterSource::File(base.join(p)),
         None => AdapterSource::Builtin,
     };
     Ok(ServerSpec {
@@ -460,12 +726,14 @@ fn parse_server(
             .transpose()?,
         disabled_tools: strings(e, "disabled_tools")?,
         adapter,
-        oauth: oauth_client(e)?,
+        oauth: oauth_client(e, env)?,
         source: file.to_owned(),
+        project: None,
+        tool_policy: ToolPolicy::default(),
     })
 }
 
-fn oauth_client(e: &Map<String, Value>) -> Result<OAuthClient, FieldError> {
+fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, FieldError> {
     let o = match e.get("oauth") {
         None | Some(Value::Null) => return Ok(OAuthClient::default()),
         Some(Value::Object(o)) => o,
@@ -474,7 +742,7 @@ fn oauth_client(e: &Map<String, Value>) -> Result<OAuthClient, FieldError> {
     let field = |k: &'static str| -> Result<Option<String>, FieldError> {
         string(o, k)
             .map_err(|(_, m)| ("oauth", format!("{k} {m}")))?
-            .map(|v| expand_field(&v, "oauth"))
+            .map(|v| expand_field(&v, "oauth", env))
             .transpose()
     };
     let client_metadata_url = field("client_metadata_url")?;
@@ -500,12 +768,8 @@ fn oauth_client(e: &Map<String, Value>) -> Result<OAuthClient, FieldError> {
     })
 }
 
-fn adapter_path(base: &Path, p: &str) -> AdapterSource {
-    AdapterSource::File(base.join(p))
-}
-
-fn expand_field(s: &str, field: &'static str) -> Result<String, FieldError> {
-    expand(s, &|v| std::env::var(v).ok()).map_err(|m| (field, m))
+fn expand_field(s: &str, field: &'static str, env: Lookup) -> Result<String, FieldError> {
+    expand(s, env).map_err(|m| (field, m))
 }
 
 fn string(e: &Map<String, Value>, key: &'static str) -> Result<Option<String>, FieldError> {

@@ -11,3 +11,4 @@ pub mod mcp;
 pub mod paths;
 pub mod text;
 pub mod tools;
+pub mod trust;

@@ -76,11 +76,54 @@ pub enum McpError {
         errors: Vec<String>,
         schema: String,
     },
+    /// A project's server that no human has approved in its current form.
+    #[error(
+        "MCP server '{server}' from {} needs approval: review it with `edgar mcp approve {server}`", file.display()
+    )]
+    NeedsApproval {
+        server: String,
+        file: std::path::PathBuf,
+    },
+    /// The administrator's policy forbids this server, tool or result.
+    #[error("MCP server '{server}' is blocked by policy: {rule}")]
+    Blocked { server: String, rule: String },
+    /// The tool differs from what was pinned (or is new) and waits for a human.
+    #[error(
+        "tool '{tool}' of MCP server '{server}' is quarantined ({change} since it was pinned): review it with `edgar mcp approve {server}`"
+    )]
+    Quarantined {
+        server: String,
+        tool: String,
+        change: String,
+    },
     #[error(transparent)]
     Guard(#[from] GuardError),
 }
 
 impl McpError {
+    /// The variant's name, for records that must not carry message text (an argument
+    /// error quotes the arguments).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::UnknownServer(_) => "unknown_server",
+            McpError::UnknownTool(_) => "unknown_tool",
+            McpError::Start { .. } => "start",
+            McpError::Failed { .. } => "failed",
+            McpError::NeedsLogin { .. } => "needs_login",
+            McpError::Closed { .. } => "closed",
+            McpError::Timeout { .. } => "timeout",
+            McpError::Exchange { .. } => "exchange",
+            McpError::Protocol { .. } => "protocol",
+            McpError::Server { .. } => "server_error",
+            McpError::Version { .. } => "version",
+            McpError::InvalidArguments { .. } => "invalid_arguments",
+            McpError::NeedsApproval { .. } => "needs_approval",
+            McpError::Blocked { .. } => "blocked",
+            McpError::Quarantined { .. } => "quarantined",
+            McpError::Guard(_) => "guard",
+        }
+    }
+
     /// The server this error is about, if any.
     pub fn server(&self) -> Option<&str> {
         match self {
@@ -93,7 +136,10 @@ impl McpError {
             | McpError::Timeout { server, .. }
             | McpError::Protocol { server, .. }
             | McpError::Server { server, .. }
-            | McpError::Version { server, .. } => Some(server),
+            | McpError::Version { server, .. }
+            | McpError::NeedsApproval { server, .. }
+            | McpError::Blocked { server, .. }
+            | McpError::Quarantined { server, .. } => Some(server),
             McpError::UnknownTool(_) | McpError::InvalidArguments { .. } | McpError::Guard(_) => {
                 None
             }

@@ -12,3 +12,4 @@ mod mcp_http_real;
 mod mcp_real;
 mod mcp_stdio;
 mod search;
+mod trust;

@@ -12,9 +12,12 @@ fn home() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The user's own config (trusted: it runs without approval).
 fn write_config(home: &Path, servers: serde_json::Value) {
+    let dir = home.join("config").join("edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
-        home.join(".mcp.json"),
+        dir.join("mcp.json"),
         json!({ "mcpServers": servers }).to_string(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -190,6 +193,7 @@ fn errors_are_one_clear_line_with_exit_1() {
         "{}",
         r.stderr
     );
+    std::fs::remove_file(h.path().join(".mcp.json")).unwrap_or_else(|e| panic!("{e}"));
 
     write_config(
         h.path(),
@@ -246,12 +250,18 @@ fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
         h.path(),
         json!({"s": {"command": FAKE, "args": ["hostile-names"]}}),
     );
+    // The new command is discovered afresh, but the server's pins survive the change:
+    // its different tools wait for approval.
     let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
-    assert_eq!(r.stdout.lines().count(), 6, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout, "", "{}", r.stderr);
     let files = std::fs::read_dir(&tools_dir)
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(files, 2, "the old config's entry was replaced");
+    let r = run(EDGAR, h.path(), &["mcp", "approve", "s", "--yes"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.stdout.lines().count(), 6, "{}{}", r.stdout, r.stderr);
 }
 
 #[test]

@@ -40,6 +40,8 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         adapter: AdapterSource::Builtin,
         oauth: Default::default(),
         source: PathBuf::from("test"),
+        project: None,
+        tool_policy: Default::default(),
     }
 }
 
@@ -72,6 +74,7 @@ impl Harness {
             servers: specs,
             files: Vec::new(),
             is_default: false,
+            ..Default::default()
         };
         let opts = SessionOptions::new(cwd.to_owned(), Some(dir.path().join("cache")));
         Harness {

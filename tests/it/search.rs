@@ -53,8 +53,10 @@ async fn the_prompt_has_names_until_a_search_finds_schemas() {
 #[test]
 fn cli_prints_what_the_model_receives() {
     let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = h.path().join("config").join("edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
-        h.path().join(".mcp.json"),
+        dir.join("mcp.json"),
         json!({"mcpServers": {"fake": {"command": FAKE, "args": ["good"]}}}).to_string(),
     )
     .unwrap_or_else(|e| panic!("{e}"));

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use edgar_host::config::{Config, ConfigPaths, Transport, edit};
+use edgar_host::config::{Config, ConfigPaths, Held, Hold, Transport, edit};
 use edgar_host::guard::ContentBlock;
 use edgar_host::mcp::client::{ServerState, Session, SessionOptions};
 use edgar_host::paths;
@@ -48,9 +48,16 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
         }
         McpCommand::Get { name } => {
             let config = load(&paths)?;
-            let spec = config
-                .server(&name)
-                .with_context(|| format!("no MCP server named '{name}' is configured"))?;
+            let Some(spec) = config.server(&name) else {
+                match config.held(&name) {
+                    Some(h) => bail!(
+                        "'{name}' ({}) does not run: {}",
+                        h.source.display(),
+                        held_text(h)
+                    ),
+                    None => bail!("no MCP server named '{name}' is configured"),
+                }
+            };
             let mut out =
                 json!({"name": spec.name, "type": spec.transport.kind(), "source": spec.source});
             match &spec.transport {
@@ -114,11 +121,25 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         }
                         v
                     })
+                    .chain(config.held.iter().map(|h| {
+                        json!({"name": h.name, "type": h.kind, "state": held_state(h),
+                               "detail": held_text(h), "source": h.source})
+                    }))
                     .collect();
                 print_json(&json!(v))?;
             } else {
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                if status.is_empty() {
+                for h in &config.held {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}: {}",
+                        h.name,
+                        h.kind,
+                        held_state(h),
+                        held_text(h)
+                    )?;
+                }
+                if status.is_empty() && config.held.is_empty() {
                     writeln!(
                         out,
                         "no MCP servers configured; add one with `edgar mcp add`"
@@ -164,6 +185,15 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             let config = load(&paths)?;
             runtime()?.block_on(super::sign_in::logout(&config, &name))
         }
+        McpCommand::Approve { name, all: _, yes } => {
+            super::trust::approve(&load(&paths)?, name.as_deref(), yes)
+        }
+        McpCommand::Revoke { name } => super::trust::revoke(&load(&paths)?, &name),
+        McpCommand::Pins { name, json } => {
+            super::trust::show_pins(&load(&paths)?, name.as_deref(), json)
+        }
+        McpCommand::Lock => super::trust::lock(&load(&paths)?, &cwd),
+        McpCommand::Verify => super::trust::verify(&load(&paths)?, &cwd),
         McpCommand::Reset { name } => runtime()?.block_on(async {
             let config = load(&paths)?;
             let session = session(&config, &cwd);
@@ -177,6 +207,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             json,
         } => runtime()?.block_on(async {
             let config = load(&paths)?;
+            note_held(&config);
             let session = session(&config, &cwd);
             let result = tools(&session, name.as_deref(), refresh, json).await;
             session.close().await;
@@ -315,6 +346,11 @@ fn add(
     // Re-read so a bad entry (for example an unset ${VAR}) is reported now.
     Config::load(paths, None)?;
     println!("added {name} to {}", file.display());
+    if scope.project {
+        println!(
+            "it runs once approved: `edgar mcp approve {name}` shows what it would run and asks"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -333,13 +369,15 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
     Ok(Config::load(paths, exe.as_deref())?)
 }
 
-/// The CLI's session: on-disk cache, and elicitation answered from schema defaults.
 /// The CLI's session: on-disk cache, elicitation answered from schema defaults, HTTP
 /// sign-ins from the credential store, and a browser for re-authorization (step-up)
 /// only when a human is at the terminal.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
     use std::io::IsTerminal;
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
+    if let Some(state) = edgar_host::trust::state_dir() {
+        opts = opts.with_trust(&state);
+    }
     opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AcceptDefaults);
     opts.credentials = super::sign_in::store().ok();
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
@@ -356,11 +394,65 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+fn held_state(h: &Held) -> &'static str {
+    match h.why {
+        Hold::NeedsApproval(_) => "needs approval",
+        Hold::Blocked { .. } => "blocked by policy",
+        Hold::Shadowed { .. } => "ignored",
+    }
+}
+
+fn held_text(h: &Held) -> String {
+    match &h.why {
+        Hold::NeedsApproval(_) => format!(
+            "a project server; review it with `edgar mcp approve {}`",
+            h.name
+        ),
+        Hold::Blocked { rule } => rule.clone(),
+        Hold::Shadowed { by } => format!(
+            "your own config ({}) has a server of this name, and yours runs",
+            by.display()
+        ),
+    }
+}
+
+/// One stderr line when project servers wait for approval (their tools are not offered).
+pub(crate) fn note_held(config: &Config) {
+    let waiting: Vec<&str> = config
+        .held
+        .iter()
+        .filter(|h| matches!(h.why, Hold::NeedsApproval(_)))
+        .map(|h| h.name.as_str())
+        .collect();
+    if !waiting.is_empty() {
+        eprintln!(
+            "edgar: project server(s) waiting for approval, not offered: {} (`edgar mcp approve --all` reviews them)",
+            waiting.join(", ")
+        );
+    }
+}
+
+fn quarantine_note(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} quarantined (`edgar mcp approve`)")
+    }
+}
+
 fn describe(state: &ServerState) -> (&'static str, Option<String>) {
     match state {
         ServerState::NeverStarted => ("never started", None),
-        ServerState::Cached { tools, .. } => ("cached", Some(format!("{tools} tools"))),
-        ServerState::Running { tools } => ("running", Some(format!("{tools} tools"))),
+        ServerState::Cached {
+            tools, quarantined, ..
+        } => (
+            "cached",
+            Some(format!("{tools} tools{}", quarantine_note(*quarantined))),
+        ),
+        ServerState::Running { tools, quarantined } => (
+            "running",
+            Some(format!("{tools} tools{}", quarantine_note(*quarantined))),
+        ),
         ServerState::Failed { reason } => ("failed", Some(reason.clone())),
         ServerState::NeedsLogin => ("needs login", None),
     }

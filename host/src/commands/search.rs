@@ -12,6 +12,7 @@ use super::mcp::{load, runtime, session};
 pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let config = load(&ConfigPaths::for_project(&cwd))?;
+    super::mcp::note_held(&config);
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
         let search = ToolSearch::new(reserve);

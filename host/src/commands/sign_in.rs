@@ -46,6 +46,10 @@ pub async fn login(
     };
     let auth = McpAuth::new(spec, store.clone(), Some(browser))?;
     let creds = auth.login().await?;
+    super::trust::audit(
+        "sign_in",
+        json!({"server": name, "url_digest": &spec.digest()[..16], "scope": creds.scope}),
+    );
     // The server may have been remembered as "needs login"; let it start again.
     ToolCache::new(paths::cache_dir().as_deref()).clear_failure(spec);
     println!(
@@ -67,7 +71,9 @@ pub async fn login(
 pub async fn logout(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     let spec = http_server(config, name)?;
     let auth = McpAuth::new(spec, store()?, None)?;
-    if auth.logout().await? {
+    let erased = auth.logout().await?;
+    super::trust::audit("sign_out", json!({"server": name, "erased": erased}));
+    if erased {
         println!("signed out of {name}; its stored sign-in is erased");
     } else {
         println!("{name} had no stored sign-in");

@@ -9,17 +9,34 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn load(user: Option<PathBuf>, project_dir: &Path) -> Result<Config, ConfigError> {
+    load_with(user, project_dir, Some(&project_dir.join("state")), None)
+}
+
+fn load_with(
+    user: Option<PathBuf>,
+    project_dir: &Path,
+    state: Option<&Path>,
+    policy: Option<PathBuf>,
+) -> Result<Config, ConfigError> {
     Config::load(
         &ConfigPaths {
             user,
             project: project_dir.join(".mcp.json"),
+            state: state.map(Path::to_owned),
+            policy,
         },
         Some(Path::new("/bin/edgar")),
     )
 }
 
+/// Loads `text` as the user's own config (trusted, so it runs without approval).
+fn load_user(dir: &Path, text: &str) -> Result<Config, ConfigError> {
+    let user = write(dir, "user.json", text);
+    load(Some(user), dir)
+}
+
 #[test]
-fn project_wins_over_user_and_servers_are_sorted() {
+fn user_wins_over_project_and_servers_are_sorted() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let user = write(
         d.path(),
@@ -34,11 +51,15 @@ fn project_wins_over_user_and_servers_are_sorted() {
         ".mcp.json",
         r#"{"mcpServers": {"shared": {"command": "project-cmd", "args": ["-v"]}}}"#,
     );
-    let c = load(Some(user), d.path()).unwrap_or_else(|e| panic!("{e}"));
+    let c = load(Some(user.clone()), d.path()).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<_> = c.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["only-user", "shared"]);
     assert!(
-        matches!(&c.servers[1].transport, Transport::Stdio { command, .. } if command == "project-cmd")
+        matches!(&c.servers[1].transport, Transport::Stdio { command, .. } if command == "user-cmd"),
+        "a project entry never replaces a user entry"
+    );
+    assert!(
+        matches!(&c.held[..], [Held { name, why: Hold::Shadowed { by }, .. }] if name == "shared" && *by == user)
     );
     assert!(!c.is_default);
 }
@@ -84,8 +105,8 @@ fn errors_name_file_server_and_field() {
         ("{not json", "not valid JSON"),
     ];
     for (text, want) in cases {
-        let file = write(d.path(), ".mcp.json", text);
-        let e = load(None, d.path())
+        let file = write(d.path(), "user.json", text);
+        let e = load(Some(file.clone()), d.path())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -98,8 +119,7 @@ fn errors_name_file_server_and_field() {
 fn digest_covers_transport_identity_only() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let digest = |text: &str| {
-        write(d.path(), ".mcp.json", text);
-        load(None, d.path())
+        load_user(d.path(), text)
             .unwrap_or_else(|e| panic!("{e}"))
             .servers[0]
             .digest()
@@ -124,15 +144,14 @@ fn digest_covers_transport_identity_only() {
 #[test]
 fn tool_filters_and_disabled_servers() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    write(
+    let c = load_user(
         d.path(),
-        ".mcp.json",
         r#"{"mcpServers": {
         "a": {"command": "x", "enabled_tools": ["read", "write"], "disabled_tools": ["write"]},
         "off": {"command": "x", "disabled": true}
     }}"#,
-    );
-    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.servers.len(), 1);
     let a = &c.servers[0];
     assert!(a.allows("read") && !a.allows("write") && !a.allows("other"));
@@ -141,14 +160,219 @@ fn tool_filters_and_disabled_servers() {
 #[test]
 fn debug_never_shows_env_or_header_values() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    write(
+    let c = load_user(
         d.path(),
-        ".mcp.json",
         r#"{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "sekrit-value"}},
         "b": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer sekrit-value"}}}}"#,
-    );
-    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let shown = format!("{:?}", c.servers);
     assert!(!shown.contains("sekrit"), "{shown}");
     assert!(shown.contains("TOKEN"));
+}
+
+#[test]
+fn a_project_entry_is_held_until_approved_and_any_change_voids_the_approval() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let state = d.path().join("state");
+    let project = r#"{"mcpServers": {"helper": {"command": "sh", "args": ["-c", "echo ${UNSET_FOR_EDGAR_TRUST_TEST}"]}}}"#;
+    write(d.path(), ".mcp.json", project);
+    // Unapproved: not a server, no expansion (the variable is unset, yet no error).
+    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.servers.is_empty(), "{:?}", c.servers);
+    assert!(
+        !c.is_default,
+        "a project file replaces the embedded default"
+    );
+    let Some(Held {
+        why: Hold::NeedsApproval(entry),
+        ..
+    }) = c.held("helper")
+    else {
+        panic!("{:?}", c.held)
+    };
+    let mut approvals = Approvals::load(Some(&state));
+    approvals
+        .approve(&c.project_dir, "helper", &entry.digest, 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Approved: expanded now, so the unset variable is reported.
+    let e = load(None, d.path())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("UNSET_FOR_EDGAR_TRUST_TEST is not set"), "{e}");
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"mcpServers": {"helper": {"command": "sh", "args": ["-c", "echo hi"]}}}"#,
+    );
+    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.servers.is_empty(),
+        "a changed argument voids the approval"
+    );
+    let Some(Held {
+        why: Hold::NeedsApproval(entry),
+        ..
+    }) = c.held("helper")
+    else {
+        panic!("{:?}", c.held)
+    };
+    approvals
+        .approve(&c.project_dir, "helper", &entry.digest, 2)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.servers.len(), 1);
+    assert_eq!(
+        c.servers[0].project.as_deref(),
+        Some(c.project_dir.as_path())
+    );
+    // Without a state directory nothing is approved.
+    let c = load_with(None, d.path(), None, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.servers.is_empty());
+}
+
+#[test]
+fn a_project_adapter_is_bound_by_its_bytes_and_applies_to_project_servers_only() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let user = write(
+        d.path(),
+        "user.json",
+        r#"{"mcpServers": {"mine": {"command": "x"}}}"#,
+    );
+    write(d.path(), "a.wasm", "first bytes");
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"schemaAdapter": "a.wasm", "mcpServers": {"p": {"command": "y"}}}"#,
+    );
+    let c = load(Some(user.clone()), d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.servers[0].name, "mine");
+    assert_eq!(
+        c.servers[0].adapter,
+        AdapterSource::Builtin,
+        "the user's server keeps its adapter"
+    );
+    let Some(Held {
+        why: Hold::NeedsApproval(entry),
+        ..
+    }) = c.held("p")
+    else {
+        panic!("{:?}", c.held)
+    };
+    Approvals::load(Some(&d.path().join("state")))
+        .approve(&c.project_dir, "p", &entry.digest, 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = load(Some(user.clone()), d.path()).unwrap_or_else(|e| panic!("{e}"));
+    let p = c.server("p").unwrap_or_else(|| panic!("{:?}", c.held));
+    assert_eq!(p.adapter, AdapterSource::File(d.path().join("a.wasm")));
+    write(d.path(), "a.wasm", "other bytes");
+    let c = load(Some(user), d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.server("p").is_none(),
+        "a changed adapter voids the approval"
+    );
+}
+
+#[test]
+fn project_field_errors_are_reported_without_reading_the_environment() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"mcpServers": {"s": {"command": 5}}}"#,
+    );
+    let e = load(None, d.path())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("server 's': field 'command': must be a string"),
+        "{e}"
+    );
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"mcpServers": {"s": {"url": "${UNSET_FOR_EDGAR_URL}/mcp"}}}"#,
+    );
+    assert!(load(None, d.path()).is_ok());
+}
+
+#[test]
+fn policy_blocks_servers_tools_and_project_entries_and_cannot_be_loosened() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let policy = write(
+        d.path(),
+        "policy.json",
+        r#"{"deny_servers": [{"command": "sh *"}],
+            "allow_servers": [{"name": "*"}],
+            "require_https": true,
+            "project_servers": "deny",
+            "deny_tools": ["ok/delete_*"],
+            "max_result_bytes": 1000}"#,
+    );
+    let user = write(
+        d.path(),
+        "user.json",
+        r#"{"mcpServers": {
+            "shell": {"command": "sh", "args": ["-c", "x"]},
+            "ok": {"command": "node", "args": ["s.js"]},
+            "plain": {"url": "http://example.com/mcp"},
+            "local": {"url": "http://127.0.0.1:9/mcp"}}}"#,
+    );
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"mcpServers": {"proj": {"command": "y"}}}"#,
+    );
+    let c = load_with(
+        Some(user),
+        d.path(),
+        Some(&d.path().join("state")),
+        Some(policy),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = c.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["local", "ok"]);
+    let why = |n: &str| match c.held(n).map(|h| &h.why) {
+        Some(Hold::Blocked { rule }) => rule.clone(),
+        other => panic!("{n}: {other:?}"),
+    };
+    assert!(
+        why("shell").starts_with("deny_servers[0]"),
+        "{}",
+        why("shell")
+    );
+    assert!(why("plain").starts_with("require_https"));
+    assert!(why("proj").contains("project_servers"));
+    let ok = c.server("ok").unwrap_or_else(|| panic!());
+    assert!(ok.allows("read") && !ok.allows("delete_repo"));
+    assert_eq!(ok.tool_policy.max_result_bytes, Some(1000));
+}
+
+#[test]
+fn a_malformed_policy_fails_closed_naming_the_line() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let user = write(
+        d.path(),
+        "user.json",
+        r#"{"mcpServers": {"ok": {"command": "x"}}}"#,
+    );
+    for (text, want) in [
+        ("{\n\"deny_servers\": [\n{\"name\": 5}]}", "line 3"),
+        ("{\"deny_server\": []}", "unknown field"),
+        ("{\"deny_servers\": [{}]}", "needs a name, command or url"),
+        ("{\"allowed_adapters\": [\"abc\"]}", "not a sha256"),
+        ("{\"project_servers\": \"maybe\"}", "unknown variant"),
+    ] {
+        let policy = write(d.path(), "policy.json", text);
+        let e = load_with(Some(user.clone()), d.path(), None, Some(policy.clone()))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.starts_with(&policy.display().to_string()), "{e}");
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    let missing = d.path().join("nope.json");
+    assert!(load_with(Some(user), d.path(), None, Some(missing)).is_err());
 }

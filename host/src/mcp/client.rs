@@ -23,10 +23,12 @@ use super::protocol::PROTOCOL;
 use super::stdio::{Spawn, Stdio};
 use crate::auth::mcp::{Browser, McpAuth};
 use crate::auth::store::Store;
-use crate::config::{Config, ServerSpec, Transport};
+use crate::config::{Config, Held, Hold, ServerSpec, Transport};
 use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
 use crate::text::shown;
 use crate::tools::cache::{Entry, Failure, ToolCache, ToolName, now};
+use crate::trust::audit::AuditLog;
+use crate::trust::pins::{PinStore, Quarantined};
 
 /// Most `tools/list` pages followed before a server is considered broken.
 pub const MAX_PAGES: usize = 100;
@@ -51,6 +53,11 @@ pub struct SessionOptions {
     /// How to reach a human for a (new) authorization; `None` when nobody can answer,
     /// so a server that needs one fails with "run `edgar mcp login NAME`".
     pub browser: Option<Browser>,
+    /// Tool pins: with a store, a tool that differs from its pin is quarantined. `None`
+    /// pins nothing (every guarded tool is offered).
+    pub pins: Option<Arc<PinStore>>,
+    /// Where decisions and calls are recorded; `None` records nothing.
+    pub audit: Option<AuditLog>,
 }
 
 impl SessionOptions {
@@ -61,7 +68,17 @@ impl SessionOptions {
             handler: Arc::new(NoHandler),
             credentials: None,
             browser: None,
+            pins: None,
+            audit: None,
         }
+    }
+
+    /// Pins and the audit trail in `state_dir` (edgar's state directory), with the
+    /// project's `.mcp.lock` as the authority for its own servers.
+    pub fn with_trust(mut self, state_dir: &std::path::Path) -> SessionOptions {
+        self.pins = Some(Arc::new(PinStore::new(state_dir, Some(&self.cwd))));
+        self.audit = Some(AuditLog::new(state_dir));
+        self
     }
 }
 
@@ -69,9 +86,18 @@ impl SessionOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
     NeverStarted,
-    Cached { tools: usize, fetched_at: u64 },
-    Running { tools: usize },
-    Failed { reason: String },
+    Cached {
+        tools: usize,
+        fetched_at: u64,
+        quarantined: usize,
+    },
+    Running {
+        tools: usize,
+        quarantined: usize,
+    },
+    Failed {
+        reason: String,
+    },
     NeedsLogin,
 }
 
@@ -98,6 +124,8 @@ pub struct Session {
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
     /// Each HTTP server's sign-in, made the first time it connects.
     sign_ins: Mutex<HashMap<String, Arc<McpAuth>>>,
+    /// Configured entries that may not run, so a call naming one says why.
+    held: Vec<Held>,
 }
 
 struct Server {
@@ -108,6 +136,8 @@ struct Server {
     cached: RwLock<Option<Arc<Vec<SanitizedTool>>>>,
     /// The session's catalog generation, bumped whenever any server's tools change.
     generation: Arc<AtomicU64>,
+    /// Tools held back because they differ from their pins (from discovery or cache).
+    quarantined: Arc<RwLock<Arc<Vec<Quarantined>>>>,
 }
 
 impl Server {
@@ -116,6 +146,17 @@ impl Server {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    fn quarantined(&self) -> Arc<Vec<Quarantined>> {
+        self.quarantined
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_quarantined(&self, q: Vec<Quarantined>) {
+        *self.quarantined.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(q);
     }
 
     fn set_cached(&self, tools: Option<Arc<Vec<SanitizedTool>>>) {
@@ -189,6 +230,7 @@ impl Session {
                         adapter_digest: std::sync::OnceLock::new(),
                         cached: RwLock::new(None),
                         generation: generation.clone(),
+                        quarantined: Arc::default(),
                     })
                 })
                 .collect(),
@@ -197,6 +239,32 @@ impl Session {
             opts,
             validators: Mutex::new(HashMap::new()),
             sign_ins: Mutex::new(HashMap::new()),
+            held: config.held.clone(),
+        }
+    }
+
+    /// The error for a configured entry that may not run, if `name` is one.
+    fn held_error(&self, name: &str) -> Option<McpError> {
+        let h = self.held.iter().find(|h| h.name == name)?;
+        match &h.why {
+            Hold::NeedsApproval(_) => Some(McpError::NeedsApproval {
+                server: name.to_owned(),
+                file: h.source.clone(),
+            }),
+            Hold::Blocked { rule } => {
+                self.audit("policy_block", json!({"server": name, "rule": rule}));
+                Some(McpError::Blocked {
+                    server: name.to_owned(),
+                    rule: rule.clone(),
+                })
+            }
+            Hold::Shadowed { .. } => None,
+        }
+    }
+
+    fn audit(&self, event: &str, fields: Value) {
+        if let Some(a) = &self.opts.audit {
+            a.note(event, fields);
         }
     }
 
@@ -204,7 +272,10 @@ impl Session {
         self.servers
             .iter()
             .find(|s| s.spec.name == name)
-            .ok_or_else(|| McpError::UnknownServer(name.to_owned()))
+            .ok_or_else(|| {
+                self.held_error(name)
+                    .unwrap_or_else(|| McpError::UnknownServer(name.to_owned()))
+            })
     }
 
     /// Changes whenever any server's known tools change (read from cache, discovered,
@@ -236,6 +307,7 @@ impl Session {
                 let state = match s.state.try_lock().as_deref() {
                     Ok(State::Running(r)) => ServerState::Running {
                         tools: r.tools().len(),
+                        quarantined: s.quarantined().len(),
                     },
                     Ok(State::Failed(reason)) => ServerState::Failed {
                         reason: reason.clone(),
@@ -264,9 +336,10 @@ impl Session {
             .ok()
             .and_then(|d| self.cache.names(&s.spec, &d));
         match names {
-            Some((tools, fetched_at)) => ServerState::Cached {
+            Some((tools, fetched_at, quarantined)) => ServerState::Cached {
                 tools: tools.len(),
                 fetched_at,
+                quarantined,
             },
             None => ServerState::NeverStarted,
         }
@@ -300,7 +373,7 @@ impl Session {
                 .ok()
                 .and_then(|d| self.cache.names(&s.spec, &d))
             {
-                Some((list, _)) => {
+                Some((list, _, _)) => {
                     names.extend(list.into_iter().filter(|n| s.spec.allows(&n.tool)))
                 }
                 None => missing.push(s.spec.name.clone()),
@@ -337,6 +410,8 @@ impl Session {
                     .as_bytes(),
             );
             h.update(s.spec.disabled_tools.join("\u{0}").as_bytes());
+            // The policy's tool rules filter names too: a changed policy is another index.
+            h.update(format!("{:?}", s.spec.tool_policy).as_bytes());
             h.update([0xff]);
         }
         Some(crate::guard::hex(&h.finalize())[..32].to_owned())
@@ -401,12 +476,21 @@ impl Session {
         let digest = self.adapter_digest(server)?;
         if let Some(entry) = self.cache.read(&server.spec, &digest) {
             let tools = Arc::new(entry.tools);
+            server.set_quarantined(entry.quarantined);
             server.set_cached(Some(tools.clone()));
             return Ok(offered(&server.spec, tools));
         }
         self.start(server)
             .await
             .map(|r| offered(&server.spec, r.tools()))
+    }
+
+    /// The server's tools held back because they differ from their pins, as last seen
+    /// (by discovery, or read from the cache this session).
+    pub fn quarantined(&self, name: &str) -> Vec<Quarantined> {
+        self.server(name)
+            .map(|s| s.quarantined().as_ref().clone())
+            .unwrap_or_default()
     }
 
     /// Forgets the server's cache and failure, closes it if running, and discovers again.
@@ -436,8 +520,66 @@ impl Session {
     /// arguments against its accepted schema first and converting the result through
     /// the guard.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, McpError> {
-        let (list, index) = self.find_tool(name).await?;
+        let started = std::time::Instant::now();
+        let result = self.call_inner(name, arguments).await;
+        if let Some(audit) = &self.opts.audit {
+            let (record, outcome) = result.as_ref().map_or_else(
+                |e| (e.1.clone(), json!({"error": e.0.kind()})),
+                |(out, r)| {
+                    (
+                        r.clone(),
+                        json!({"is_error": out.is_error, "blocks": out.content.len()}),
+                    )
+                },
+            );
+            let mut fields = json!({
+                "server": record.server,
+                "tool": record.tool,
+                "name": name,
+                "duration_ms": started.elapsed().as_millis() as u64,
+                "args_sha256": record.args_sha256,
+                "result_bytes": record.result_bytes,
+            });
+            if let (Value::Object(f), Value::Object(o)) = (&mut fields, outcome) {
+                f.extend(o);
+            }
+            audit.note("call", fields);
+        }
+        result.map(|(out, _)| out).map_err(|e| e.0)
+    }
+
+    async fn call_inner(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(ToolOutput, CallRecord), (McpError, CallRecord)> {
+        let mut record = CallRecord::default();
+        if self.opts.audit.is_some() {
+            record.args_sha256 = crate::trust::sha256_hex(arguments.to_string().as_bytes());
+        }
+        let (list, index) = match self.find_tool(name).await {
+            Ok(found) => found,
+            Err(e) => {
+                record.server = e.server().unwrap_or_default().to_owned();
+                return Err((e, record));
+            }
+        };
         let tool = &list[index];
+        record.server = tool.server().to_owned();
+        record.tool = tool.tool().to_owned();
+        match self.call_found(tool, arguments, &mut record).await {
+            Ok(out) => Ok((out, record)),
+            Err(e) => Err((e, record)),
+        }
+    }
+
+    async fn call_found(
+        &self,
+        tool: &SanitizedTool,
+        arguments: Value,
+        record: &mut CallRecord,
+    ) -> Result<ToolOutput, McpError> {
+        let name = tool.name();
         let arguments = if arguments.is_null() {
             json!({})
         } else {
@@ -450,7 +592,7 @@ impl Session {
             .iter()
             .any(|t| t.tool() == tool.tool())
         {
-            return Err(McpError::UnknownTool(name.to_owned()));
+            return Err(self.not_found(name));
         }
         let result = running
             .conn
@@ -463,6 +605,19 @@ impl Session {
         let adapter = self.adapter(server).await?;
         let (server_name, tool_name) = (tool.server().to_owned(), tool.tool().to_owned());
         let text = result.to_string();
+        record.result_bytes = text.len() as u64;
+        if let Some(max) = server.spec.tool_policy.max_result_bytes
+            && text.len() as u64 > max
+        {
+            return Err(McpError::Blocked {
+                server: server_name,
+                rule: format!(
+                    "max_result_bytes (the result of {} has {} bytes; the limit is {max})",
+                    tool.name(),
+                    text.len()
+                ),
+            });
+        }
         // The built-in adapter converts a small result in microseconds (its work is linear
         // in the input): inline is cheaper than any hand-off. Anything else runs off the
         // async workers, bounded by the guard's deadline.
@@ -486,8 +641,15 @@ impl Session {
             let tools = self.tools(server).await?;
             return match tools.iter().position(|t| t.tool() == tool) {
                 Some(i) => Ok((tools, i)),
-                None => Err(McpError::UnknownTool(name.to_owned())),
+                None => Err(self.not_found(name)),
             };
+        }
+        // `server__tool` of a server that may not run: say why rather than search.
+        if let Some((prefix, _)) = name.split_once("__")
+            && !self.servers.iter().any(|s| s.spec.name == prefix)
+            && let Some(e) = self.held_error(prefix)
+        {
+            return Err(e);
         }
         // Tools already in memory first: the common case reads nothing and clones one tool.
         for s in &self.servers {
@@ -503,8 +665,39 @@ impl Session {
         }
         match catalog.failures.into_iter().next() {
             Some(e) if self.servers.len() == 1 => Err(e),
-            _ => Err(McpError::UnknownTool(name.to_owned())),
+            _ => Err(self.not_found(name)),
         }
+    }
+
+    /// Why `name` is not callable: quarantined, or unknown.
+    fn not_found(&self, name: &str) -> McpError {
+        let (server, tool) = name.split_once('/').unwrap_or(("", name));
+        for s in &self.servers {
+            if !server.is_empty() && s.spec.name != server {
+                continue;
+            }
+            if let Some(q) = s
+                .quarantined()
+                .iter()
+                .find(|q| q.name == tool || (!server.is_empty() && q.tool == tool))
+            {
+                return McpError::Quarantined {
+                    server: s.spec.name.clone(),
+                    tool: q.tool.clone(),
+                    change: q.change.clone(),
+                };
+            }
+        }
+        if !server.is_empty()
+            && let Ok(s) = self.server(server)
+            && !s.spec.tool_policy.allows(server, tool)
+        {
+            return McpError::Blocked {
+                server: server.to_owned(),
+                rule: format!("deny_tools or allow_tools (tool {})", shown(tool)),
+            };
+        }
+        McpError::UnknownTool(name.to_owned())
     }
 
     /// Validates arguments with the tool's compiled schema, compiling it on the tool's
@@ -645,7 +838,13 @@ impl Session {
             let (protocol_version, server_info) = self.initialize(spec, &conn).await?;
             let raw = list_tools(name, &conn, spec.startup_timeout).await?;
             let (tools, refused) = guard_tools(&adapter, spec, raw).await?;
-            Ok::<_, McpError>((protocol_version, server_info, tools, refused))
+            let (tools, quarantined) = pin_tools(
+                self.opts.pins.as_deref(),
+                self.opts.audit.as_ref(),
+                spec,
+                tools,
+            )?;
+            Ok::<_, McpError>((protocol_version, server_info, tools, refused, quarantined))
         };
         let outcome = match tokio::time::timeout(spec.startup_timeout, handshake).await {
             Ok(r) => r,
@@ -655,7 +854,7 @@ impl Session {
                 timeout: spec.startup_timeout,
             }),
         };
-        let (protocol_version, server_info, tools, refused) = match outcome {
+        let (protocol_version, server_info, tools, refused, quarantined) = match outcome {
             Ok(v) => v,
             Err(e) => {
                 let tail = transport.stderr_tail();
@@ -663,9 +862,11 @@ impl Session {
                 return Err(with_tail(e, &tail));
             }
         };
+        server.set_quarantined(quarantined.clone());
         let entry = Entry {
             tools,
             refused,
+            quarantined,
             protocol_version,
             server_info,
             fetched_at: now(),
@@ -805,6 +1006,9 @@ impl Session {
         let digest = self.adapter_digest(server).ok();
         let guard = self.guard.clone();
         let generation = self.generation.clone();
+        let pins = self.opts.pins.clone();
+        let audit = self.opts.audit.clone();
+        let quarantined = server.quarantined.clone();
         tokio::spawn(async move {
             loop {
                 notify.notified().await;
@@ -825,8 +1029,14 @@ impl Session {
                         Ok(raw) => guard_tools(&adapter, &spec, raw).await,
                         Err(e) => Err(e),
                     };
+                let refreshed = refreshed.and_then(|(tools, refused)| {
+                    let (tools, q) = pin_tools(pins.as_deref(), audit.as_ref(), &spec, tools)?;
+                    Ok((tools, refused, q))
+                });
                 match refreshed {
-                    Ok((tools, refused)) => {
+                    Ok((tools, refused, q)) => {
+                        *quarantined.write().unwrap_or_else(|p| p.into_inner()) =
+                            Arc::new(q.clone());
                         tracing::info!(
                             server = spec.name,
                             tools = tools.len(),
@@ -840,6 +1050,7 @@ impl Session {
                             let entry = Entry {
                                 tools,
                                 refused,
+                                quarantined: q,
                                 protocol_version: String::new(),
                                 server_info: Value::Null,
                                 fetched_at: now(),
@@ -876,7 +1087,7 @@ impl Running {
 /// The tools the config offers (`enabled_tools`/`disabled_tools`), applied when tools are
 /// read, so changing the filters needs no rediscovery. No copy when there is no filter.
 fn offered(spec: &ServerSpec, tools: Arc<Vec<SanitizedTool>>) -> Arc<Vec<SanitizedTool>> {
-    if spec.enabled_tools.is_none() && spec.disabled_tools.is_empty() {
+    if !spec.filters_tools() {
         return tools;
     }
     Arc::new(
@@ -958,6 +1169,57 @@ async fn list_tools(
     Err(protocol(format!(
         "its tools/list goes on for more than {MAX_PAGES} pages"
     )))
+}
+
+/// What a tool call leaves in the audit trail (never argument values or results).
+#[derive(Debug, Clone, Default)]
+struct CallRecord {
+    server: String,
+    tool: String,
+    args_sha256: String,
+    result_bytes: u64,
+}
+
+/// Checks guarded tools against the server's pins: the accepted ones, and those held
+/// back. First pins and new quarantines are recorded in the audit trail. A pin store
+/// that cannot be used fails discovery: never offer unchecked tools when pinning is on.
+fn pin_tools(
+    pins: Option<&PinStore>,
+    audit: Option<&AuditLog>,
+    spec: &ServerSpec,
+    tools: Vec<SanitizedTool>,
+) -> Result<(Vec<SanitizedTool>, Vec<Quarantined>), McpError> {
+    let Some(pins) = pins else {
+        return Ok((tools, Vec::new()));
+    };
+    let checked = pins
+        .check(spec, tools, now())
+        .map_err(|e| McpError::Start {
+            server: spec.name.clone(),
+            reason: format!("its tool pins cannot be checked: {e}"),
+        })?;
+    if let Some(audit) = audit {
+        if checked.first {
+            audit.note(
+                "pinned",
+                json!({"server": spec.name, "tools": checked.accepted.len(), "launch": spec.digest()}),
+            );
+        }
+        for q in &checked.newly_quarantined {
+            tracing::warn!(
+                server = spec.name,
+                "tool {} quarantined: {}; review it with `edgar mcp approve {}`",
+                shown(&q.tool),
+                q.change,
+                spec.name
+            );
+            audit.note(
+                "quarantine",
+                json!({"server": spec.name, "tool": q.tool, "change": q.change}),
+            );
+        }
+    }
+    Ok((checked.accepted, checked.quarantined))
 }
 
 /// Runs the tools through the guard (off the async runtime) and applies the config's

@@ -14,9 +14,10 @@ use serde_json::Value;
 
 use crate::config::ServerSpec;
 use crate::guard::{CachedTool, SanitizedTool};
+use crate::trust::pins::Quarantined;
 
 /// Bumped when the entry format changes; older entries are then misses.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// Largest cache file read back.
 const MAX_ENTRY_BYTES: u64 = 64 << 20;
 
@@ -26,6 +27,8 @@ pub struct Entry {
     pub tools: Vec<SanitizedTool>,
     /// Tools the guard refused, one line each.
     pub refused: Vec<String>,
+    /// Tools held back because they differ from their pins (not in `tools`).
+    pub quarantined: Vec<Quarantined>,
     pub protocol_version: String,
     pub server_info: Value,
     pub fetched_at: u64,
@@ -47,6 +50,7 @@ struct EntryOut<'a> {
     server_info: &'a Value,
     fetched_at: u64,
     refused: &'a [String],
+    quarantined: &'a [Quarantined],
     tools: &'a [SanitizedTool],
 }
 
@@ -59,6 +63,8 @@ struct EntryIn {
     fetched_at: u64,
     #[serde(default)]
     refused: Vec<String>,
+    #[serde(default)]
+    quarantined: Vec<Quarantined>,
     tools: Vec<CachedTool>,
 }
 
@@ -67,6 +73,8 @@ struct Names {
     format: u32,
     fetched_at: u64,
     tools: Vec<ToolName>,
+    #[serde(default)]
+    quarantined: usize,
 }
 
 /// The last discovery failure of a server, kept so `edgar mcp list` can show it.
@@ -128,6 +136,7 @@ impl ToolCache {
             Ok(tools) => Some(Entry {
                 tools,
                 refused: entry.refused,
+                quarantined: entry.quarantined,
                 protocol_version: entry.protocol_version,
                 server_info: entry.server_info,
                 fetched_at: entry.fetched_at,
@@ -143,10 +152,11 @@ impl ToolCache {
         }
     }
 
-    /// Just the names (and when they were fetched), from the small companion file.
-    pub fn names(&self, spec: &ServerSpec, adapter: &str) -> Option<(Vec<ToolName>, u64)> {
+    /// Just the names, when they were fetched and how many tools are quarantined, from
+    /// the small companion file.
+    pub fn names(&self, spec: &ServerSpec, adapter: &str) -> Option<(Vec<ToolName>, u64, usize)> {
         let names: Names = read_json(&self.path(spec, adapter, ".names.json")?)?;
-        (names.format == FORMAT).then_some((names.tools, names.fetched_at))
+        (names.format == FORMAT).then_some((names.tools, names.fetched_at, names.quarantined))
     }
 
     /// Stores an entry (and its names), replacing entries of older configs of the server.
@@ -167,6 +177,7 @@ impl ToolCache {
             server_info: &entry.server_info,
             fetched_at: entry.fetched_at,
             refused: &entry.refused,
+            quarantined: &entry.quarantined,
             tools: &entry.tools,
         };
         crate::paths::write_atomic(
@@ -185,6 +196,7 @@ impl ToolCache {
                     tool: t.tool().into(),
                 })
                 .collect(),
+            quarantined: entry.quarantined.len(),
         };
         crate::paths::write_atomic(
             &names,
@@ -214,6 +226,7 @@ impl ToolCache {
             format: FORMAT,
             fetched_at: now(),
             tools: tools.to_vec(),
+            quarantined: 0,
         };
         if let Ok(bytes) = serde_json::to_vec(&names) {
             let _ = crate::paths::write_atomic(&dir.join(format!("index-{key}.json")), &bytes);

@@ -4,7 +4,9 @@
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
 //! server-requests, hostile-names, list-changed.
-//! With `FAKE_MARKER=path`, the server creates that file when it starts.
+//! With `FAKE_MARKER=path`, the server creates that file when it starts; with
+//! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
+//! to play a server that changes its tools after approval).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -79,7 +81,13 @@ fn main() {
                         );
                     }
                 }
-                if mode == "endless-pages" {
+                if let Some(tools) = std::env::var("FAKE_TOOLS")
+                    .ok()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                {
+                    json!({ "tools": tools })
+                } else if mode == "endless-pages" {
                     page += 1;
                     json!({"tools": [tool(&format!("t{page}"))], "nextCursor": format!("c{page}")})
                 } else if mode == "hostile-names" {

@@ -1,0 +1,721 @@
+//! `edgar mcp approve|revoke|pins|lock|verify` and `edgar audit`: the human side of
+//! project trust, tool pins and the audit trail. Approval prompts show exactly what would
+//! run or be contacted, with control characters escaped (a project file or a server
+//! could otherwise rewrite the terminal under the question).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use edgar_host::config::{Config, Hold, ProjectEntry, ServerSpec, Transport};
+use edgar_host::mcp::client::Session;
+use edgar_host::paths;
+use edgar_host::tools::cache::{ToolCache, now};
+use edgar_host::trust::approval::Approvals;
+use edgar_host::trust::audit::AuditLog;
+use edgar_host::trust::pins::{self, LOCK_FILE, LockFile, LockedServer, PinFile, PinStore};
+use edgar_host::trust::state_dir;
+use serde_json::{Value, json};
+
+use super::mcp::{runtime, session};
+
+fn state() -> anyhow::Result<std::path::PathBuf> {
+    state_dir().context("no state directory for approvals and pins: set HOME or XDG_STATE_HOME")
+}
+
+fn pin_store(config: &Config) -> anyhow::Result<PinStore> {
+    Ok(PinStore::new(&state()?, Some(&config.project_dir)))
+}
+
+/// Records an event in the audit trail when there is a state directory.
+pub fn audit(event: &str, fields: Value) {
+    if let Some(dir) = state_dir() {
+        AuditLog::new(&dir).note(event, fields);
+    }
+}
+
+pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result<ExitCode> {
+    let pins = pin_store(config)?;
+    let mut targets: Vec<String> = match name {
+        Some(n) => vec![n.to_owned()],
+        None => {
+            let mut t: Vec<String> = config
+                .held
+                .iter()
+                .filter(|h| matches!(h.why, Hold::NeedsApproval(_)))
+                .map(|h| h.name.clone())
+                .collect();
+            for spec in &config.servers {
+                if pins.read(spec)?.is_some_and(|f| !f.pending.is_empty()) {
+                    t.push(spec.name.clone());
+                }
+            }
+            t
+        }
+    };
+    targets.dedup();
+    if targets.is_empty() {
+        println!("nothing waits for approval");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut refused = false;
+    for target in &targets {
+        let done = if let Some(held) = config.held(target) {
+            match &held.why {
+                Hold::NeedsApproval(entry) => approve_entry(config, entry, yes)?,
+                Hold::Blocked { rule } => {
+                    eprintln!("edgar: MCP server '{target}' is blocked by policy: {rule}");
+                    false
+                }
+                Hold::Shadowed { by } => {
+                    eprintln!(
+                        "edgar: the project's '{target}' is ignored: your own config ({}) has a server of that name; rename one of them",
+                        by.display()
+                    );
+                    false
+                }
+            }
+        } else if let Some(spec) = config.server(target) {
+            approve_pins(&pins, spec, &config.project_dir, yes)?
+        } else {
+            bail!("no MCP server named '{target}' is configured")
+        };
+        refused |= !done;
+    }
+    if refused && !yes && !std::io::stdin().is_terminal() {
+        bail!("not approved: no terminal to ask at; review the above and pass --yes to approve");
+    }
+    Ok(if refused {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Shows a project entry as it would run and records the approval if the human agrees.
+fn approve_entry(config: &Config, entry: &ProjectEntry, yes: bool) -> anyhow::Result<bool> {
+    let spec = entry.spec()?;
+    if let Some((path, Err(e))) = &entry.adapter {
+        bail!(
+            "the adapter {} of '{}' cannot be read ({e}); nothing to approve",
+            path.display(),
+            entry.name
+        );
+    }
+    let mut out = String::new();
+    describe_entry(entry, &spec, &mut out);
+    print!("{out}");
+    if let Some(rule) = config.policy.as_ref().and_then(|p| p.blocks(&spec)) {
+        audit(
+            "policy_block",
+            json!({"server": entry.name, "rule": rule, "project": entry.project}),
+        );
+        eprintln!(
+            "edgar: MCP server '{}' is blocked by policy: {rule}",
+            entry.name
+        );
+        return Ok(false);
+    }
+    if !confirm(&format!("Approve '{}'?", entry.name), yes)? {
+        println!("not approved");
+        return Ok(false);
+    }
+    let mut approvals = Approvals::load(Some(&state()?));
+    approvals.approve(&entry.project, &entry.name, &entry.digest, now())?;
+    audit(
+        "approve",
+        json!({"server": entry.name, "project": entry.project, "digest": entry.digest,
+               "what": target_line(&spec)}),
+    );
+    println!(
+        "approved {} for {} (any change to its entry needs a new approval)",
+        entry.name,
+        entry.project.display()
+    );
+    Ok(true)
+}
+
+/// What a server runs or contacts, in one line (for the audit trail).
+fn target_line(spec: &ServerSpec) -> String {
+    match &spec.transport {
+        Transport::Stdio { command, args, .. } => std::iter::once(command)
+            .chain(args)
+            .map(|a| quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Transport::Http { url, .. } | Transport::Sse { url, .. } => url.clone(),
+    }
+}
+
+fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "Project server '{}' in {}",
+        entry.name,
+        entry.file.display()
+    );
+    let origin = |value: Option<&Value>| -> String {
+        let Some(template) = value.and_then(Value::as_str) else {
+            return "(not a string)".into();
+        };
+        let vars = variables(template);
+        if vars.is_empty() {
+            format!("a literal value of {} characters", template.chars().count())
+        } else if template.trim() == format!("${{{}}}", vars[0]) && vars.len() == 1 {
+            format!("your environment variable {}", vars[0])
+        } else {
+            format!("text with your environment variables {}", vars.join(", "))
+        }
+    };
+    match &spec.transport {
+        Transport::Stdio {
+            command, env, cwd, ..
+        } => {
+            let _ = writeln!(out, "  would run:  {}", target_line(spec));
+            let _ = writeln!(
+                out,
+                "  in:         {}",
+                escaped(
+                    &cwd.as_deref()
+                        .unwrap_or(&entry.project)
+                        .display()
+                        .to_string()
+                )
+            );
+            let raw_env = entry.raw.get("env");
+            for k in env.keys() {
+                let _ = writeln!(
+                    out,
+                    "  env:        {} = {}",
+                    escaped(k),
+                    origin(raw_env.and_then(|e| e.get(k)))
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  (the process also inherits edgar's own environment; {} is the program run)",
+                quote(command)
+            );
+        }
+        Transport::Http { url, headers } | Transport::Sse { url, headers } => {
+            let _ = writeln!(
+                out,
+                "  would contact: {} ({})",
+                escaped(url),
+                spec.transport.kind()
+            );
+            let raw = entry.raw.get("headers");
+            for k in headers.keys() {
+                let _ = writeln!(
+                    out,
+                    "  header:     {} = {}",
+                    escaped(k),
+                    origin(raw.and_then(|h| h.get(k)))
+                );
+            }
+            if spec.oauth.client_secret.is_some() {
+                let _ = writeln!(out, "  oauth:      a client secret from this entry");
+            }
+        }
+    }
+    match &entry.adapter {
+        Some((path, Ok(sha))) => {
+            let _ = writeln!(
+                out,
+                "  adapter:    {} (sha256 {sha})",
+                escaped(&path.display().to_string())
+            );
+        }
+        Some((path, Err(e))) => {
+            let _ = writeln!(
+                out,
+                "  adapter:    {} (unreadable: {e})",
+                escaped(&path.display().to_string())
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  adapter:    the built-in one");
+        }
+    }
+    let _ = writeln!(out, "  digest:     {}", entry.digest);
+}
+
+/// The `${VAR}` names a template uses.
+fn variables(template: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name = after[..end].split(":-").next().unwrap_or_default();
+        out.push(escaped(name));
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+/// Control characters escaped, nothing cut: a prompt must show all of what it approves.
+fn escaped(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// A shell word as a human would read it: single-quoted when it holds anything but plain
+/// characters.
+fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", escaped(s).replace('\'', r"'\''"))
+    }
+}
+
+/// Asks y/N on the terminal; `--yes` answers for scripts. Off a terminal without
+/// `--yes`, nothing is approved (and `approve` says how to, once everything is shown).
+fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
+    if yes {
+        println!("{question} yes (--yes)");
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        println!("{question} not asked: no terminal");
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+/// Shows each changed or new tool against its pin and accepts them if the human agrees.
+fn approve_pins(
+    pins: &PinStore,
+    spec: &ServerSpec,
+    project_dir: &std::path::Path,
+    yes: bool,
+) -> anyhow::Result<bool> {
+    let Some(file) = pins.read(spec)? else {
+        println!(
+            "{}: nothing to approve (its tools are pinned when it is first discovered)",
+            spec.name
+        );
+        return Ok(true);
+    };
+    if file.pending.is_empty() {
+        println!(
+            "{}: nothing to approve; every tool matches its pin",
+            spec.name
+        );
+        return Ok(true);
+    }
+    let mut out = String::new();
+    describe_pending(&file, &mut out);
+    print!("{out}");
+    let question = format!(
+        "Accept {} tool change(s) of '{}'?",
+        file.pending.len(),
+        spec.name
+    );
+    if !confirm(&question, yes)? {
+        println!("not approved; the tools stay quarantined");
+        return Ok(false);
+    }
+    let accepted = pins.accept(spec, None)?;
+    // The cache holds the tools as they were held back: discover again next time.
+    ToolCache::new(paths::cache_dir().as_deref()).remove(spec);
+    audit(
+        "accept_pins",
+        json!({"server": spec.name, "tools": accepted}),
+    );
+    println!("accepted: {}", accepted.join(", "));
+    let lock = pins::read_lock(&project_dir.join(LOCK_FILE))?;
+    if spec.project.is_some() && lock.is_some_and(|l| l.servers.contains_key(&spec.name)) {
+        println!(
+            "note: ./{LOCK_FILE} pins '{}' for this project and stays the authority; update it with `edgar mcp lock`",
+            spec.name
+        );
+    }
+    Ok(true)
+}
+
+fn describe_pending(file: &PinFile, out: &mut String) {
+    use std::fmt::Write as _;
+    for (tool, new) in &file.pending {
+        match file.tools.get(tool) {
+            Some(old) => {
+                let _ = writeln!(
+                    out,
+                    "tool '{}': {}",
+                    escaped(tool),
+                    pins::what_changed(&old.view, &new.view)
+                );
+                for (key, label) in pins::VIEW_PARTS {
+                    let (a, b) = (old.view.get(key), new.view.get(key));
+                    if a != b {
+                        let _ = writeln!(out, "  {label}:");
+                        for line in diff(&lines_of(a), &lines_of(b)) {
+                            let _ = writeln!(out, "    {line}");
+                        }
+                    }
+                }
+            }
+            None => {
+                let _ = writeln!(out, "tool '{}': new", escaped(tool));
+                for line in lines_of(Some(&new.view)) {
+                    let _ = writeln!(out, "    + {line}");
+                }
+            }
+        }
+    }
+}
+
+/// A view part as lines: text as its own lines, JSON pretty-printed; escaped.
+fn lines_of(v: Option<&Value>) -> Vec<String> {
+    let text = match v {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    text.lines().map(escaped).collect()
+}
+
+/// A line diff (longest common subsequence): `- old`, `+ new`, `  same`.
+fn diff(a: &[String], b: &[String]) -> Vec<String> {
+    // Bounded: a pathological schema must not make the prompt quadratic in memory.
+    const MAX_LINES: usize = 2000;
+    if a.len() > MAX_LINES || b.len() > MAX_LINES {
+        return a
+            .iter()
+            .map(|l| format!("- {l}"))
+            .chain(b.iter().map(|l| format!("+ {l}")))
+            .collect();
+    }
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push(format!("  {}", a[i]));
+            i += 1;
+            j += 1;
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push(format!("+ {}", b[j]));
+            j += 1;
+        } else {
+            out.push(format!("- {}", a[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+pub fn revoke(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
+    let mut approvals = Approvals::load(Some(&state()?));
+    if approvals.revoke(&config.project_dir, name)? {
+        audit(
+            "revoke",
+            json!({"server": name, "project": config.project_dir}),
+        );
+        println!(
+            "revoked the approval of {name} in {}",
+            config.project_dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        bail!(
+            "'{name}' has no approval in {}",
+            config.project_dir.display()
+        )
+    }
+}
+
+pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode> {
+    let pins = pin_store(config)?;
+    let specs: Vec<&ServerSpec> = match name {
+        Some(n) => vec![
+            config
+                .server(n)
+                .with_context(|| format!("no MCP server named '{n}' may run here"))?,
+        ],
+        None => config.servers.iter().collect(),
+    };
+    let mut all = serde_json::Map::new();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for spec in specs {
+        let Some(file) = pins.read(spec)? else {
+            if !json_out {
+                writeln!(out, "{}\tnot pinned yet (never discovered)", spec.name)?;
+            }
+            continue;
+        };
+        if json_out {
+            all.insert(
+                spec.name.clone(),
+                json!({
+                    "launch": file.launch,
+                    "tools": file.tools.iter().map(|(k, p)| (k.clone(), json!(p.digest))).collect::<serde_json::Map<_, _>>(),
+                    "pending": file.pending.iter().map(|(k, p)| {
+                        let change = file.tools.get(k).map_or("new tool".to_owned(), |old| pins::what_changed(&old.view, &p.view));
+                        (k.clone(), json!({"digest": p.digest, "change": change}))
+                    }).collect::<serde_json::Map<_, _>>(),
+                }),
+            );
+            continue;
+        }
+        writeln!(
+            out,
+            "{}\t{} pinned, {} waiting for approval",
+            spec.name,
+            file.tools.len(),
+            file.pending.len()
+        )?;
+        for (tool, p) in &file.tools {
+            writeln!(out, "  {}\t{}", escaped(tool), &p.digest[..16])?;
+        }
+        for (tool, p) in &file.pending {
+            let change = file.tools.get(tool).map_or("new tool".to_owned(), |old| {
+                pins::what_changed(&old.view, &p.view)
+            });
+            writeln!(
+                out,
+                "  {}\t{}\tquarantined: {change}",
+                escaped(tool),
+                &p.digest[..16]
+            )?;
+        }
+    }
+    if json_out {
+        serde_json::to_writer_pretty(&mut out, &Value::Object(all))?;
+        writeln!(out)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `./.mcp.lock` from the pins of this project's approved servers, discovering
+/// those never discovered.
+pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let pins = pin_store(config)?;
+    let project: Vec<&ServerSpec> = config
+        .servers
+        .iter()
+        .filter(|s| s.project.is_some())
+        .collect();
+    if project.is_empty() {
+        bail!("this project has no approved servers to lock (`edgar mcp list` shows them)");
+    }
+    let session = session(config, cwd);
+    let mut lock = LockFile {
+        format: 1,
+        ..LockFile::default()
+    };
+    runtime()?.block_on(async {
+        for spec in &project {
+            if pins.read(spec)?.is_none() {
+                session.tools(&spec.name).await?;
+            }
+        }
+        session.close().await;
+        anyhow::Ok(())
+    })?;
+    let mut pending = 0;
+    for spec in &project {
+        let file = pins
+            .read(spec)?
+            .with_context(|| format!("'{}' has no pins", spec.name))?;
+        pending += file.pending.len();
+        lock.servers
+            .insert(spec.name.clone(), LockedServer::from_pins(&file));
+    }
+    let path = cwd.join(LOCK_FILE);
+    pins::write_lock(&path, &lock)?;
+    audit(
+        "lock",
+        json!({"file": path, "servers": lock.servers.keys().collect::<Vec<_>>()}),
+    );
+    println!(
+        "wrote {} ({} servers, {} tools)",
+        path.display(),
+        lock.servers.len(),
+        lock.servers.values().map(|s| s.tools.len()).sum::<usize>()
+    );
+    if pending > 0 {
+        println!("note: {pending} tool change(s) waiting for approval are not in the lock");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Discovers every server the lock pins, afresh, and reports each difference.
+pub fn verify(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let path = cwd.join(LOCK_FILE);
+    let lock = pins::read_lock(&path)?.with_context(|| {
+        format!(
+            "no {} here; write one with `edgar mcp lock`",
+            path.display()
+        )
+    })?;
+    let session = session(config, cwd);
+    let drift = runtime()?.block_on(async {
+        let d = drift(config, &lock, &session).await;
+        session.close().await;
+        d
+    });
+    if drift.is_empty() {
+        println!(
+            "{} matches: {} servers, {} tools",
+            path.display(),
+            lock.servers.len(),
+            lock.servers.values().map(|s| s.tools.len()).sum::<usize>()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for d in &drift {
+        println!("drift: {d}");
+    }
+    audit("verify_drift", json!({"file": path, "drift": drift.len()}));
+    eprintln!(
+        "edgar: {} does not match ({} differences)",
+        path.display(),
+        drift.len()
+    );
+    Ok(ExitCode::FAILURE)
+}
+
+async fn drift(config: &Config, lock: &LockFile, session: &Session) -> Vec<String> {
+    let mut out = Vec::new();
+    for spec in config.servers.iter().filter(|s| s.project.is_some()) {
+        if !lock.servers.contains_key(&spec.name) {
+            out.push(format!(
+                "{}: a project server the lock does not pin",
+                spec.name
+            ));
+        }
+    }
+    for (name, locked) in &lock.servers {
+        let Some(spec) = config.server(name) else {
+            let why = match config.held(name).map(|h| &h.why) {
+                Some(Hold::NeedsApproval(_)) => "needs approval",
+                Some(Hold::Blocked { .. }) => "is blocked by policy",
+                Some(Hold::Shadowed { .. }) => "is shadowed by a user server",
+                None => "is not configured",
+            };
+            out.push(format!("{name}: pinned by the lock but {why}"));
+            continue;
+        };
+        if spec.digest() != locked.launch {
+            out.push(format!(
+                "{name}: its command or URL changed since the lock was written"
+            ));
+        }
+        match session.refresh(name).await {
+            Ok(tools) => {
+                let mut seen = std::collections::BTreeSet::new();
+                for t in tools.iter() {
+                    seen.insert(t.tool().to_owned());
+                }
+                for q in session.quarantined(name) {
+                    seen.insert(q.tool.clone());
+                    out.push(format!("{name}/{}: {}", escaped(&q.tool), q.change));
+                }
+                for tool in locked.tools.keys() {
+                    if !seen.contains(tool) {
+                        out.push(format!(
+                            "{name}/{}: pinned by the lock but no longer listed",
+                            escaped(tool)
+                        ));
+                    }
+                }
+            }
+            Err(e) => out.push(format!("{name}: cannot be discovered: {e}")),
+        }
+    }
+    out
+}
+
+pub fn audit_verify() -> anyhow::Result<ExitCode> {
+    let log = AuditLog::new(&state()?);
+    let n = log.verify()?;
+    println!("{}: intact, {n} events", log.path().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn audit_tail(n: usize, json_out: bool) -> anyhow::Result<ExitCode> {
+    let log = AuditLog::new(&state()?);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for e in log.tail(n)? {
+        if json_out {
+            writeln!(out, "{e}")?;
+            continue;
+        }
+        let time = e
+            .get("time")
+            .and_then(Value::as_u64)
+            .map(|ms| edgar_host::text::rfc3339(ms / 1000))
+            .unwrap_or_default();
+        let event = e.get("event").and_then(Value::as_str).unwrap_or("?");
+        let mut details: Vec<String> = Vec::new();
+        if let Some(map) = e.as_object() {
+            for (k, v) in map {
+                if matches!(k.as_str(), "seq" | "time" | "event" | "prev") {
+                    continue;
+                }
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                details.push(format!("{k}={}", escaped(&v)));
+            }
+        }
+        writeln!(out, "{time}  {event:<12} {}", details.join(" "))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_shows_everything_and_escapes_control_characters() {
+        assert_eq!(quote("sh"), "sh");
+        assert_eq!(quote("echo pwned > ~/x"), "'echo pwned > ~/x'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote("a\u{1b}]52;c;x\u{7}"), r"'a\u{1b}]52;c;x\u{7}'");
+    }
+
+    #[test]
+    fn diff_marks_removed_added_and_kept_lines() {
+        let a: Vec<String> = ["one", "two", "three"].map(String::from).to_vec();
+        let b: Vec<String> = ["one", "2", "three", "four"].map(String::from).to_vec();
+        assert_eq!(diff(&a, &b), ["  one", "+ 2", "- two", "  three", "+ four"]);
+    }
+
+    #[test]
+    fn variables_are_named_not_expanded() {
+        assert_eq!(variables("Bearer ${TOKEN}"), ["TOKEN"]);
+        assert_eq!(variables("${A:-x}/${B}"), ["A", "B"]);
+        assert!(variables("plain").is_empty());
+    }
+}

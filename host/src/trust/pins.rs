@@ -1,0 +1,352 @@
+//! Tool pins: what the model was shown of each tool (name, title, description, input and
+//! output schema, annotations), hashed when the server was first discovered. A later
+//! discovery, or a `list_changed`, that shows a different or new tool quarantines it
+//! until a human approves the change; a rug pull cannot slip past an earlier approval.
+//!
+//! Pins live in `<state>/pins/`, apart from the discovery cache, per server name and
+//! scope (the user's config, or one project directory): `--refresh`, a deleted cache or
+//! a changed command never resets them. A project's committed `.mcp.lock` is the
+//! authority for the project's own servers that it lists.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{TrustError, canonical_json, sha256_hex};
+use crate::config::ServerSpec;
+use crate::guard::SanitizedTool;
+
+const FORMAT: u32 = 1;
+/// Largest pin or lock file read (it holds each tool's full view).
+const MAX_FILE_BYTES: u64 = 64 << 20;
+/// The project file that pins a team's servers.
+pub const LOCK_FILE: &str = ".mcp.lock";
+
+/// One tool as pinned: its digest and the view it covers (kept to show a diff).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pin {
+    pub digest: String,
+    pub view: Value,
+    pub at: u64,
+}
+
+/// A server's pins, and the changes waiting for a human.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PinFile {
+    pub format: u32,
+    pub server: String,
+    /// The server's launch digest (`ServerSpec::digest`) when last discovered.
+    pub launch: String,
+    /// By the server's own tool name.
+    pub tools: BTreeMap<String, Pin>,
+    /// Tools seen but not accepted: changed since pinned, or new.
+    #[serde(default)]
+    pub pending: BTreeMap<String, Pin>,
+}
+
+/// A tool held back because it differs from its pin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantined {
+    /// The model-visible name.
+    pub name: String,
+    /// The server's own name.
+    pub tool: String,
+    /// What changed, in words ("new tool", "description, input schema changed").
+    pub change: String,
+}
+
+/// The committed `.mcp.lock`: per server, each tool's pin digest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockFile {
+    pub format: u32,
+    pub servers: BTreeMap<String, LockedServer>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockedServer {
+    pub launch: String,
+    pub tools: BTreeMap<String, String>,
+}
+
+/// The outcome of checking one server's tools against its pins.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub accepted: Vec<SanitizedTool>,
+    pub quarantined: Vec<Quarantined>,
+    /// True when this was the server's first discovery: everything was pinned.
+    pub first: bool,
+    /// Tools that became quarantined in this check (not already waiting).
+    pub newly_quarantined: Vec<Quarantined>,
+}
+
+/// The pin store of one session.
+#[derive(Debug)]
+pub struct PinStore {
+    dir: PathBuf,
+    lock_path: Option<PathBuf>,
+    lock: OnceLock<Option<LockFile>>,
+}
+
+/// What the model sees of a tool: the part a pin covers.
+pub fn view(t: &SanitizedTool) -> Value {
+    let h = t.hints();
+    json!({
+        "name": t.name(),
+        "title": h.title,
+        "description": t.description(),
+        "inputSchema": t.input_schema(),
+        "outputSchema": t.output_schema(),
+        "annotations": {
+            "readOnlyHint": h.read_only,
+            "destructiveHint": h.destructive,
+            "idempotentHint": h.idempotent,
+            "openWorldHint": h.open_world,
+        },
+    })
+}
+
+/// sha256 of a view's canonical JSON.
+pub fn digest(view: &Value) -> String {
+    sha256_hex(canonical_json(view).as_bytes())
+}
+
+/// The parts of a view, by key, with the words that name them.
+pub const VIEW_PARTS: [(&str, &str); 6] = [
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("inputSchema", "input schema"),
+    ("outputSchema", "output schema"),
+    ("annotations", "annotations"),
+];
+
+/// Which parts of two views differ, in words.
+pub fn what_changed(old: &Value, new: &Value) -> String {
+    let parts: Vec<&str> = VIEW_PARTS
+        .into_iter()
+        .filter(|(k, _)| old.get(k) != new.get(k))
+        .map(|(_, words)| words)
+        .collect();
+    if parts.is_empty() {
+        "changed".into()
+    } else {
+        format!("{} changed", parts.join(", "))
+    }
+}
+
+impl PinStore {
+    /// Pins under `state_dir`; `project_dir`'s `.mcp.lock`, when it exists, pins the
+    /// project's servers it lists (read on first use, never at startup).
+    pub fn new(state_dir: &Path, project_dir: Option<&Path>) -> PinStore {
+        PinStore {
+            dir: state_dir.join("pins"),
+            lock_path: project_dir.map(|d| d.join(LOCK_FILE)),
+            lock: OnceLock::new(),
+        }
+    }
+
+    fn path(&self, spec: &ServerSpec) -> PathBuf {
+        let scope = match &spec.project {
+            Some(p) => sha256_hex(p.to_string_lossy().as_bytes()),
+            None => sha256_hex(b"user"),
+        };
+        self.dir
+            .join(format!("{}-{}.json", spec.name, &scope[..16]))
+    }
+
+    /// The server's pins, if it was ever discovered.
+    pub fn read(&self, spec: &ServerSpec) -> Result<Option<PinFile>, TrustError> {
+        let path = self.path(spec);
+        match crate::paths::read_capped(&path, MAX_FILE_BYTES) {
+            Ok(None) => Ok(None),
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| TrustError::file(&path, format!("not a valid pin file: {e}"))),
+            Err(e) => Err(TrustError::file(&path, e)),
+        }
+    }
+
+    fn write(&self, spec: &ServerSpec, file: &PinFile) -> Result<(), TrustError> {
+        let path = self.path(spec);
+        let bytes = serde_json::to_vec_pretty(file).map_err(|e| TrustError::file(&path, e))?;
+        crate::paths::write_atomic(&path, &bytes).map_err(|e| TrustError::file(&path, e))
+    }
+
+    /// The project's lock, when it exists and this server is one of its own.
+    fn locked(&self, spec: &ServerSpec) -> Result<Option<&LockedServer>, TrustError> {
+        if spec.project.is_none() {
+            return Ok(None);
+        }
+        let lock = match self.lock.get() {
+            Some(l) => l,
+            None => {
+                let read = match &self.lock_path {
+                    Some(p) => read_lock(p)?,
+                    None => None,
+                };
+                self.lock.get_or_init(|| read)
+            }
+        };
+        Ok(lock.as_ref().and_then(|l| l.servers.get(&spec.name)))
+    }
+
+    /// Checks freshly discovered tools against the server's pins: unchanged tools pass,
+    /// changed and new ones are quarantined (and kept as pending for `approve`). A first
+    /// discovery pins everything, unless the project's lock says otherwise. A pin file
+    /// that cannot be read quarantines everything: never trust by default after damage.
+    pub fn check(
+        &self,
+        spec: &ServerSpec,
+        tools: Vec<SanitizedTool>,
+        now: u64,
+    ) -> Result<Checked, TrustError> {
+        let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
+            .map_err(|e| TrustError::file(&self.path(spec), e))?;
+        let existing = self.read(spec)?;
+        let locked = self.locked(spec)?.cloned();
+        let first = existing.is_none();
+        let mut file = existing.unwrap_or_else(|| PinFile {
+            format: FORMAT,
+            server: spec.name.clone(),
+            ..PinFile::default()
+        });
+        let before_pending = file.pending.clone();
+        let before_tools = file.tools.len();
+        let launch = spec.digest();
+        let launch_changed = file.launch != launch;
+        file.launch = launch;
+        let mut out = Checked {
+            first,
+            ..Checked::default()
+        };
+        let mut pending = BTreeMap::new();
+        for t in tools {
+            let v = view(&t);
+            let d = digest(&v);
+            let accepted = match &locked {
+                Some(l) => l.tools.get(t.tool()) == Some(&d),
+                None if first => true,
+                None => file.tools.get(t.tool()).is_some_and(|p| p.digest == d),
+            };
+            if accepted {
+                if locked.is_none() && first {
+                    file.tools.insert(
+                        t.tool().to_owned(),
+                        Pin {
+                            digest: d,
+                            view: v,
+                            at: now,
+                        },
+                    );
+                }
+                out.accepted.push(t);
+                continue;
+            }
+            let change = match file.tools.get(t.tool()) {
+                Some(p) => what_changed(&p.view, &v),
+                None if locked
+                    .as_ref()
+                    .is_some_and(|l| l.tools.contains_key(t.tool())) =>
+                {
+                    "differs from .mcp.lock".into()
+                }
+                None => "new tool".into(),
+            };
+            let q = Quarantined {
+                name: t.name().to_owned(),
+                tool: t.tool().to_owned(),
+                change,
+            };
+            if before_pending.get(t.tool()).map(|p| &p.digest) != Some(&d) {
+                out.newly_quarantined.push(q.clone());
+            }
+            out.quarantined.push(q);
+            pending.insert(
+                t.tool().to_owned(),
+                Pin {
+                    digest: d,
+                    view: v,
+                    at: now,
+                },
+            );
+        }
+        let pending_changed = pending.keys().ne(before_pending.keys())
+            || pending
+                .iter()
+                .any(|(k, p)| before_pending.get(k).map(|b| &b.digest) != Some(&p.digest));
+        file.pending = pending;
+        if first || launch_changed || pending_changed || file.tools.len() != before_tools {
+            self.write(spec, &file)?;
+        }
+        Ok(out)
+    }
+
+    /// Accepts the pending versions of `tools` (all pending ones when `None`) as the new
+    /// pins. Returns what was accepted.
+    pub fn accept(
+        &self,
+        spec: &ServerSpec,
+        tools: Option<&[String]>,
+    ) -> Result<Vec<String>, TrustError> {
+        let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
+            .map_err(|e| TrustError::file(&self.path(spec), e))?;
+        let Some(mut file) = self.read(spec)? else {
+            return Ok(Vec::new());
+        };
+        let names: Vec<String> = file
+            .pending
+            .keys()
+            .filter(|k| tools.is_none_or(|t| t.contains(k)))
+            .cloned()
+            .collect();
+        for name in &names {
+            if let Some(p) = file.pending.remove(name) {
+                file.tools.insert(name.clone(), p);
+            }
+        }
+        if !names.is_empty() {
+            self.write(spec, &file)?;
+        }
+        Ok(names)
+    }
+}
+
+/// Reads a `.mcp.lock`; `None` when it does not exist. A lock that exists but cannot be
+/// read is an error: it is the authority, so it cannot be ignored.
+pub fn read_lock(path: &Path) -> Result<Option<LockFile>, TrustError> {
+    match crate::paths::read_capped(path, MAX_FILE_BYTES) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| TrustError::file(path, format!("not a valid lock file: {e}"))),
+        Err(e) => Err(TrustError::file(path, e)),
+    }
+}
+
+/// Writes a `.mcp.lock` in a stable order (sorted keys, one tool per line), for review
+/// and commit.
+pub fn write_lock(path: &Path, lock: &LockFile) -> Result<(), TrustError> {
+    let mut text = serde_json::to_string_pretty(lock).map_err(|e| TrustError::file(path, e))?;
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| TrustError::file(path, e))
+}
+
+impl LockedServer {
+    /// The lock entry for a server's current pins.
+    pub fn from_pins(file: &PinFile) -> LockedServer {
+        LockedServer {
+            launch: file.launch.clone(),
+            tools: file
+                .tools
+                .iter()
+                .map(|(k, p)| (k.clone(), p.digest.clone()))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

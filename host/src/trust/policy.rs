@@ -1,0 +1,289 @@
+//! An administrator's policy: `/etc/edgar/policy.json` (or, only where that file does not
+//! exist, `$EDGAR_POLICY`). User and project config are checked against it and cannot
+//! loosen it. A policy file that cannot be read or parsed fails closed: nothing runs.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::TrustError;
+use crate::config::{ServerSpec, Transport};
+use crate::guard::AdapterSource;
+
+/// Where the system-wide policy lives; when it exists, `$EDGAR_POLICY` is ignored, so a
+/// user cannot swap the administrator's policy for their own.
+pub const SYSTEM_POLICY: &str = "/etc/edgar/policy.json";
+/// Largest policy file read.
+const MAX_POLICY_BYTES: u64 = 1 << 20;
+
+/// The policy file that applies: the system one when it exists, else `$EDGAR_POLICY`.
+pub fn path() -> Option<PathBuf> {
+    choose(Path::new(SYSTEM_POLICY), std::env::var_os("EDGAR_POLICY"))
+}
+
+fn choose(system: &Path, env: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    if system.exists() {
+        return Some(system.to_owned());
+    }
+    env.filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// What a project's `.mcp.json` may do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectServers {
+    /// Each entry runs once a human approves it (the default).
+    #[default]
+    Approve,
+    /// No project entry ever runs.
+    Deny,
+}
+
+/// A server rule: every field given must match. `name` and `command` are globs (`*`,
+/// `?`); `command` is matched against the whole command line (command and arguments,
+/// space-separated); `url` is a glob over the URL, or an origin (`https://host[:port]`)
+/// matching every URL of that origin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerRule {
+    pub name: Option<String>,
+    pub command: Option<String>,
+    pub url: Option<String>,
+}
+
+impl fmt::Display for ServerRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = [
+            ("name", &self.name),
+            ("command", &self.command),
+            ("url", &self.url),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v:?}")))
+        .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// The administrator's policy.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// When present, only servers matching one of these run.
+    pub allow_servers: Option<Vec<ServerRule>>,
+    /// Servers matching any of these never run; deny wins over allow.
+    #[serde(default)]
+    pub deny_servers: Vec<ServerRule>,
+    /// When present, third-party adapter components must have one of these sha256
+    /// digests (hex). The built-in adapter is edgar's own and always allowed.
+    pub allowed_adapters: Option<Vec<String>>,
+    /// HTTP servers must use `https://` (loopback addresses excepted: nothing leaves
+    /// the machine).
+    #[serde(default)]
+    pub require_https: bool,
+    #[serde(default)]
+    pub project_servers: ProjectServers,
+    /// When present, only tools matching one of these `server/tool` globs are offered.
+    pub allow_tools: Option<Vec<String>>,
+    /// Tools matching any of these `server/tool` globs are never offered or called.
+    #[serde(default)]
+    pub deny_tools: Vec<String>,
+    /// The largest tool result (bytes of JSON) accepted from any server.
+    pub max_result_bytes: Option<u64>,
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+/// The part of the policy that applies to one server's tools and results, kept with its
+/// [`ServerSpec`] so filtering needs no lookup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolPolicy {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+    pub max_result_bytes: Option<u64>,
+}
+
+impl ToolPolicy {
+    /// Whether the policy lets the model see and call `server/tool`.
+    pub fn allows(&self, server: &str, tool: &str) -> bool {
+        if self.allow.is_none() && self.deny.is_empty() {
+            return true;
+        }
+        let full = format!("{server}/{tool}");
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|p| glob(p, &full)))
+            && !self.deny.iter().any(|p| glob(p, &full))
+    }
+}
+
+impl Policy {
+    /// Reads and checks a policy file. Any problem is an error naming the file (and the
+    /// line, for JSON errors): a policy that cannot be understood allows nothing.
+    pub fn load(file: &Path) -> Result<Policy, TrustError> {
+        let bytes = crate::paths::read_capped(file, MAX_POLICY_BYTES)
+            .map_err(|e| TrustError::file(file, format!("cannot read the policy: {e}")))?
+            .ok_or_else(|| TrustError::file(file, "the policy file does not exist"))?;
+        let mut policy: Policy = serde_json::from_slice(&bytes).map_err(|e| {
+            TrustError::file(file, format!("line {}: not a valid policy: {e}", e.line()))
+        })?;
+        policy.file = file.to_owned();
+        let rules = policy
+            .allow_servers
+            .iter()
+            .flatten()
+            .chain(&policy.deny_servers);
+        for rule in rules {
+            if rule.name.is_none() && rule.command.is_none() && rule.url.is_none() {
+                return Err(TrustError::file(
+                    file,
+                    "a server rule needs a name, command or url (to allow nothing, use \"allow_servers\": [])",
+                ));
+            }
+        }
+        for d in policy.allowed_adapters.iter().flatten() {
+            if d.len() != 64 || !d.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(TrustError::file(
+                    file,
+                    format!("allowed_adapters: {d:?} is not a sha256 in hex"),
+                ));
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The rule that stops this server, if any.
+    pub fn blocks(&self, spec: &ServerSpec) -> Option<String> {
+        if let Some((i, rule)) = self
+            .deny_servers
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.matches(spec))
+        {
+            return Some(format!("deny_servers[{i}] ({rule})"));
+        }
+        if let Some(allow) = &self.allow_servers
+            && !allow.iter().any(|r| r.matches(spec))
+        {
+            return Some("it matches no allow_servers rule".into());
+        }
+        if self.require_https
+            && let Transport::Http { url, .. } | Transport::Sse { url, .. } = &spec.transport
+            && !is_https_or_loopback(url)
+        {
+            return Some("require_https (the URL is plain http to another host)".into());
+        }
+        if let (Some(allowed), AdapterSource::File(path)) = (&self.allowed_adapters, &spec.adapter)
+        {
+            match spec.adapter.digest() {
+                Ok(d) if allowed.iter().any(|a| a.eq_ignore_ascii_case(&d)) => {}
+                Ok(d) => {
+                    return Some(format!(
+                        "allowed_adapters (the adapter {} has sha256 {d})",
+                        path.display()
+                    ));
+                }
+                Err(e) => return Some(format!("allowed_adapters (cannot read the adapter: {e})")),
+            }
+        }
+        None
+    }
+
+    /// The tool rules and result cap, for a [`ServerSpec`].
+    pub fn tools(&self) -> ToolPolicy {
+        ToolPolicy {
+            allow: self.allow_tools.clone(),
+            deny: self.deny_tools.clone(),
+            max_result_bytes: self.max_result_bytes,
+        }
+    }
+}
+
+impl ServerRule {
+    fn matches(&self, spec: &ServerSpec) -> bool {
+        if let Some(n) = &self.name
+            && !glob(n, &spec.name)
+        {
+            return false;
+        }
+        if let Some(c) = &self.command {
+            let Transport::Stdio { command, args, .. } = &spec.transport else {
+                return false;
+            };
+            let line = std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            if !glob(c, &line) {
+                return false;
+            }
+        }
+        if let Some(u) = &self.url {
+            let (Transport::Http { url, .. } | Transport::Sse { url, .. }) = &spec.transport else {
+                return false;
+            };
+            if !url_matches(u, url) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn url_matches(pattern: &str, url: &str) -> bool {
+    if glob(pattern, url) {
+        return true;
+    }
+    // An origin pattern covers every URL of that origin (compared parsed, not as a prefix:
+    // `https://a.com` must not match `https://a.com.evil.net`).
+    match (reqwest::Url::parse(pattern), reqwest::Url::parse(url)) {
+        (Ok(p), Ok(u)) if !pattern.contains('*') && p.path() == "/" && !pattern.ends_with("/") => {
+            p.origin() == u.origin()
+        }
+        _ => false,
+    }
+}
+
+fn is_https_or_loopback(url: &str) -> bool {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    if u.scheme() == "https" {
+        return true;
+    }
+    let host = u.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `*` matches any run of characters (`/` included), `?` any one character; everything
+/// else matches itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,75 @@
+use super::*;
+
+#[test]
+fn glob_matches_stars_and_question_marks() {
+    for (p, t, want) in [
+        ("*", "", true),
+        ("*", "anything/at all", true),
+        ("sh *", "sh -c x", true),
+        ("sh *", "bash -c x", false),
+        ("git?ub/*", "github/list", true),
+        ("*delete*", "repo/delete_file", true),
+        ("a*b*c", "aXXbYYc", true),
+        ("a*b*c", "aXXbYY", false),
+        ("exact", "exact", true),
+        ("exact", "exactly", false),
+    ] {
+        assert_eq!(glob(p, t), want, "{p} ~ {t}");
+    }
+}
+
+#[test]
+fn origins_compare_parsed_not_as_prefixes() {
+    assert!(url_matches(
+        "https://mcp.example.com",
+        "https://mcp.example.com/mcp"
+    ));
+    assert!(!url_matches(
+        "https://mcp.example.com",
+        "https://mcp.example.com.evil.net/mcp"
+    ));
+    assert!(!url_matches(
+        "https://mcp.example.com",
+        "http://mcp.example.com/mcp"
+    ));
+    assert!(url_matches(
+        "https://*.example.com/*",
+        "https://a.example.com/mcp"
+    ));
+}
+
+#[test]
+fn https_is_required_except_on_loopback() {
+    assert!(is_https_or_loopback("https://example.com/mcp"));
+    assert!(is_https_or_loopback("http://127.0.0.1:8080/mcp"));
+    assert!(is_https_or_loopback("http://[::1]:8080/mcp"));
+    assert!(is_https_or_loopback("http://localhost/mcp"));
+    assert!(!is_https_or_loopback("http://example.com/mcp"));
+    assert!(!is_https_or_loopback("http://127.0.0.1.nip.io/mcp"));
+}
+
+#[test]
+fn the_system_policy_wins_over_the_environment() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let system = d.path().join("policy.json");
+    let env = Some(std::ffi::OsString::from("/tmp/mine.json"));
+    assert_eq!(
+        choose(&system, env.clone()),
+        Some(PathBuf::from("/tmp/mine.json"))
+    );
+    std::fs::write(&system, "{}").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(choose(&system, env), Some(system.clone()));
+    assert_eq!(choose(&d.path().join("none"), None), None);
+}
+
+#[test]
+fn tool_rules_match_server_slash_tool() {
+    let p = ToolPolicy {
+        allow: Some(vec!["github/*".into()]),
+        deny: vec!["*/delete_*".into()],
+        max_result_bytes: None,
+    };
+    assert!(p.allows("github", "list_issues"));
+    assert!(!p.allows("github", "delete_repo"));
+    assert!(!p.allows("slack", "post"));
+}
