@@ -20,6 +20,15 @@ fn main() {
     let corpus = corpus_tools(20);
     let zero = setup(0, &corpus);
     let thirty = setup(30, &corpus);
+    if std::env::var_os("STARTUP_KEEP_HOMES").is_some() {
+        // For profiling one configuration by hand (perf, strace): the homes stay.
+        println!(
+            "homes: {} {}",
+            zero.keep().display(),
+            thirty.keep().display()
+        );
+        return;
+    }
     // Interleaved, so machine noise hits both configurations alike.
     let mut zeros = Vec::new();
     let mut thirties = Vec::new();

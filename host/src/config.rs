@@ -243,6 +243,20 @@ impl fmt::Debug for ProjectEntry {
 }
 
 impl ProjectEntry {
+    /// Checks the entry's fields without expanding anything (every `${VAR}` stands for
+    /// a placeholder), so a broken project file is reported before anyone approves it.
+    pub fn check_shape(&self) -> Result<(), ConfigError> {
+        let base = self.file.parent().unwrap_or(Path::new("."));
+        parse_server(&self.name, &self.raw, &self.file, base, &no_env)
+            .map(drop)
+            .map_err(|(field, message)| ConfigError {
+                file: self.file.clone(),
+                server: Some(self.name.clone()),
+                field: Some(field.into()),
+                message,
+            })
+    }
+
     /// The entry expanded and validated, as it would run once approved. Expands
     /// `${VAR}` from the environment: call it only for a human deciding, or after
     /// approval.
@@ -354,6 +368,8 @@ impl Config {
                     merged.insert(spec.name.clone(), spec);
                     continue;
                 } else {
+                    // Field errors are reported now, without reading the environment.
+                    entry.check_shape()?;
                     Hold::NeedsApproval(Box::new(entry.clone()))
                 };
                 held.push(Held {
@@ -426,8 +442,6 @@ fn project_entries(
             Some(p) => Some(base.join(p)),
             None => document.adapter.clone(),
         };
-        // Field errors are reported now, without reading the environment.
-        parse_server(name, entry, file, base, &no_env).map_err(|(f, m)| err(f, m))?;
         let adapter = adapter.map(|path| {
             let sha = std::fs::read(&path)
                 .map(|bytes| crate::trust::sha256_hex(&bytes))

@@ -411,7 +411,9 @@ impl Session {
             );
             h.update(s.spec.disabled_tools.join("\u{0}").as_bytes());
             // The policy's tool rules filter names too: a changed policy is another index.
-            h.update(format!("{:?}", s.spec.tool_policy).as_bytes());
+            if s.spec.tool_policy != Default::default() {
+                h.update(format!("{:?}", s.spec.tool_policy).as_bytes());
+            }
             h.update([0xff]);
         }
         Some(crate::guard::hex(&h.finalize())[..32].to_owned())

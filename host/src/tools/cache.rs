@@ -77,6 +77,22 @@ struct Names {
     quarantined: usize,
 }
 
+/// The combined names of a whole configuration: per server, its tools' own names and
+/// the model-visible names, empty where that is the usual `server__tool` (half the bytes
+/// to parse on every warm start).
+#[derive(Serialize, Deserialize)]
+struct Index {
+    format: u32,
+    servers: Vec<IndexServer>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct IndexServer {
+    server: String,
+    tools: Vec<String>,
+    names: Vec<String>,
+}
+
 /// The last discovery failure of a server, kept so `edgar mcp list` can show it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
@@ -215,20 +231,61 @@ impl ToolCache {
     /// All servers' names at once, for a whole configuration (`key` identifies it), so a
     /// warm start reads one file however many servers are configured.
     pub fn read_index(&self, key: &str) -> Option<Vec<ToolName>> {
-        let names: Names = read_json(&self.dir.as_ref()?.join(format!("index-{key}.json")))?;
-        (names.format == FORMAT).then_some(names.tools)
+        let index: Index = read_json(&self.dir.as_ref()?.join(format!("index-{key}.json")))?;
+        if index.format != FORMAT {
+            return None;
+        }
+        let mut out = Vec::with_capacity(index.servers.iter().map(|s| s.tools.len()).sum());
+        for s in index.servers {
+            if s.names.len() != s.tools.len() {
+                return None;
+            }
+            for (tool, name) in s.tools.into_iter().zip(s.names) {
+                let name = if name.is_empty() {
+                    format!("{}__{tool}", s.server)
+                } else {
+                    name
+                };
+                out.push(ToolName {
+                    name,
+                    server: s.server.clone(),
+                    tool,
+                });
+            }
+        }
+        Some(out)
     }
 
     /// Stores the combined names; any later write or removal of a server entry drops it.
     pub fn write_index(&self, key: &str, tools: &[ToolName]) {
         let Some(dir) = &self.dir else { return };
-        let names = Names {
+        let mut servers: Vec<IndexServer> = Vec::new();
+        for t in tools {
+            if servers.last().is_none_or(|s| s.server != t.server) {
+                servers.push(IndexServer {
+                    server: t.server.clone(),
+                    tools: Vec::new(),
+                    names: Vec::new(),
+                });
+            }
+            if let Some(s) = servers.last_mut() {
+                let default = t.name.len() == t.server.len() + 2 + t.tool.len()
+                    && t.name.starts_with(t.server.as_str())
+                    && t.name[t.server.len()..].starts_with("__")
+                    && t.name.ends_with(t.tool.as_str());
+                s.tools.push(t.tool.clone());
+                s.names.push(if default {
+                    String::new()
+                } else {
+                    t.name.clone()
+                });
+            }
+        }
+        let index = Index {
             format: FORMAT,
-            fetched_at: now(),
-            tools: tools.to_vec(),
-            quarantined: 0,
+            servers,
         };
-        if let Ok(bytes) = serde_json::to_vec(&names) {
+        if let Ok(bytes) = serde_json::to_vec(&index) {
             let _ = crate::paths::write_atomic(&dir.join(format!("index-{key}.json")), &bytes);
         }
     }
@@ -318,5 +375,30 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
             let _ = std::fs::remove_file(path);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_round_trips_usual_and_unusual_names_in_order() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cache = ToolCache::new(Some(d.path()));
+        let n = |name: &str, server: &str, tool: &str| ToolName {
+            name: name.into(),
+            server: server.into(),
+            tool: tool.into(),
+        };
+        let names = vec![
+            n("a__x", "a", "x"),
+            n("a_y_1f2e3d4c5b", "a", "y y"),
+            n("b__x", "b", "x"),
+            n("ab__x", "a", "b__x"),
+        ];
+        cache.write_index("k", &names);
+        assert_eq!(cache.read_index("k"), Some(names));
+        assert_eq!(cache.read_index("other"), None);
     }
 }
