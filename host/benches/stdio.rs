@@ -32,6 +32,7 @@ async fn main() {
             args: vec!["mcp".into(), "example-server".into()],
             env: BTreeMap::new(),
             cwd: None,
+            env_inherit: false,
         },
         startup_timeout: Duration::from_secs(30),
         tool_timeout: Duration::from_secs(30),

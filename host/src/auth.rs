@@ -27,7 +27,8 @@ impl Secret {
     /// show nothing.
     pub fn masked(&self) -> String {
         let chars: Vec<char> = self.0.chars().collect();
-        if chars.len() < 16 {
+        // Four characters at each end only when that is at most a quarter of the key.
+        if chars.len() < 32 {
             return "****".into();
         }
         let head: String = chars[..4].iter().collect();
@@ -77,9 +78,16 @@ mod tests {
 
     #[test]
     fn secrets_never_show() {
-        let s = Secret::new("sk-ant-very-secret-value-1234");
+        let s = Secret::new("sk-ant-api03-very-secret-value-xyz-1234");
         assert_eq!(format!("{s:?}"), "Secret(***)");
         assert_eq!(s.masked(), "sk-a…1234");
-        assert_eq!(Secret::new("short").masked(), "****");
+        // Short keys show nothing: eight characters of sixteen would be half the key.
+        for short in [
+            "short",
+            "0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+        ] {
+            assert_eq!(Secret::new(short).masked(), "****", "{short}");
+        }
     }
 }

@@ -51,6 +51,9 @@ pub enum Transport {
         args: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        /// Pass edgar's whole environment (`env_inherit: true`), not just
+        /// [`crate::mcp::INHERITED_ENV`] and `env`.
+        env_inherit: bool,
     },
     /// Streamable HTTP.
     Http {
@@ -495,6 +498,7 @@ pub fn example_server(command: &Path) -> ServerSpec {
         args: vec!["mcp".into(), "example-server".into()],
         env: BTreeMap::new(),
         cwd: None,
+        env_inherit: false,
     };
     ServerSpec::with_defaults(EXAMPLE_SERVER, transport, "<built-in default>")
 }
@@ -694,11 +698,17 @@ fn parse_server(
                 .map(|c| expand_field(&c, "cwd"))
                 .transpose()?
                 .map(|c| base.join(c));
+            let env_inherit = match e.get("env_inherit") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(("env_inherit", "must be true or false".into())),
+            };
             Transport::Stdio {
                 command,
                 args,
                 env,
                 cwd,
+                env_inherit,
             }
         }
         "http" | "streamable-http" | "streamableHttp" | "sse" => {

@@ -51,6 +51,12 @@ pub const MAX_RESULT_JSON_BYTES: usize = 8 << 20;
 /// The reference adapter, built from `guest-schema/` by `build.rs`.
 static BUILTIN_WASM: &[u8] = include_bytes!(env!("EDGAR_GUEST_WASM"));
 
+/// The built-in adapter component's bytes: a starting point (and a baseline) for adapter
+/// authors, who can save it and load it as a file.
+pub fn builtin_component() -> &'static [u8] {
+    BUILTIN_WASM
+}
+
 /// An error from the guard, naming what was being guarded.
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
@@ -589,7 +595,9 @@ impl<'a> Session<'a> {
         let name = self
             .call(&subject, |g, s| g.call_tool_name(s, server, tool))?
             .map_err(|r| rejected(&subject, r))?;
-        check::name(&name).map_err(|reason| GuardError::BadOutput { subject, reason })?;
+        check::name(&name)
+            .and_then(|()| check::prefixed(&name, server))
+            .map_err(|reason| GuardError::BadOutput { subject, reason })?;
         Ok(name)
     }
 
@@ -611,6 +619,23 @@ impl<'a> Session<'a> {
             subject: subject.clone(),
             reason,
         })?;
+        // The call goes to the name the adapter returns: it must be the very name the
+        // server gave this tool, or an adapter could route `list_issues` to
+        // `delete_repository`.
+        let listed = listed_name(tool_json);
+        if listed.as_deref() != Some(checked.tool.as_str()) {
+            return Err(GuardError::BadOutput {
+                subject,
+                reason: match listed {
+                    Some(l) => format!(
+                        "it renamed the server's tool {} to {}; calls must keep the server's own name",
+                        check::shown(&l),
+                        check::shown(&checked.tool)
+                    ),
+                    None => "the server's tool has no name, yet the adapter accepted it".into(),
+                },
+            });
+        }
         let name = self.tool_name(server, &checked.tool)?;
         Ok(SanitizedTool {
             server: server.to_owned(),
@@ -675,6 +700,19 @@ fn read_component(path: &Path) -> Result<Vec<u8>, String> {
         return Err("a precompiled artifact; give the .wasm component instead".into());
     }
     Ok(bytes)
+}
+
+/// The `name` a server gave a tool, read from its JSON without building the rest (the
+/// routing key the host checks the adapter's output against).
+fn listed_name(tool_json: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Named>(tool_json)
+        .ok()
+        .map(|n| n.name.into_owned())
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

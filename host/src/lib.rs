@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod guard;
 pub mod mcp;
+pub mod net;
 pub mod paths;
 pub mod text;
 pub mod tools;

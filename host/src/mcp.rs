@@ -19,6 +19,7 @@ use crate::guard::GuardError;
 
 pub use connection::{ClientHandler, NoHandler};
 pub use protocol::PROTOCOL;
+pub use stdio::INHERITED_ENV;
 
 /// The one error both transports raise. Variants say what happened to the session;
 /// callers never learn which transport carried it.

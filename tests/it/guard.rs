@@ -190,11 +190,27 @@ fn lying_output_is_refused_by_the_host() {
 }
 
 #[test]
+fn an_adapter_cannot_reroute_a_call_or_claim_another_servers_names() {
+    let a = misbehaving();
+    // It accepts every tool as `t`: a call to list_issues would reach the server's `t`.
+    let e = err_text(a.to_schema("s", r#"{"name": "list_issues", "inputSchema": {}}"#));
+    assert!(
+        e.contains("renamed the server's tool 'list_issues' to 't'"),
+        "{e}"
+    );
+    let e = err_text(a.to_schema("s", r#"{"inputSchema": {}}"#));
+    assert!(e.contains("has no name"), "{e}");
+    // `same_name` carries no server prefix: it could be anyone's.
+    let e = err_text(a.tool_name("s", "same"));
+    assert!(e.contains("does not carry the prefix of server 's'"), "{e}");
+    still_works(&a);
+}
+
+#[test]
 fn duplicate_names_from_an_adapter_keep_only_the_first() {
     let a = misbehaving();
-    let mut out = a
-        .accept_tools("s", &["{}".to_owned(), "{}".to_owned()])
-        .into_iter();
+    let t = r#"{"name": "t"}"#.to_owned();
+    let mut out = a.accept_tools("s", &[t.clone(), t]).into_iter();
     assert!(out.next().is_some_and(|r| r.is_ok()));
     let second = out.next().unwrap_or_else(|| panic!("two results"));
     assert!(err_text(second).contains("already taken"));

@@ -12,4 +12,5 @@ mod mcp_http_real;
 mod mcp_real;
 mod mcp_stdio;
 mod search;
+mod signals;
 mod trust;

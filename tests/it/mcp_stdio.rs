@@ -32,6 +32,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect::<BTreeMap<_, _>>(),
             cwd: None,
+            env_inherit: false,
         },
         startup_timeout: Duration::from_secs(10),
         tool_timeout: Duration::from_secs(10),

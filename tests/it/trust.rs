@@ -8,7 +8,7 @@ use std::time::Duration;
 use edgar_host::config::{Config, ConfigPaths};
 use edgar_host::mcp::McpError;
 use edgar_host::mcp::client::{Session, SessionOptions};
-use edgar_tests::{Run, run, test_adapter};
+use edgar_tests::{Run, run};
 use serde_json::{Value, json};
 
 use crate::mcp_http_faults::{FakeHttp, Resp, good};
@@ -50,15 +50,17 @@ async fn a_cloned_repository_runs_sends_and_loads_nothing_until_approved() {
     let h = home();
     let repo = h.path().to_owned();
     let marker = repo.join("pwned");
-    std::fs::copy(test_adapter("misbehaving"), repo.join("adapter.wasm"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        repo.join("adapter.wasm"),
+        edgar_host::guard::builtin_component(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let one_tool = repo.join("one-tool.json");
     write(&one_tool, &json!([tool("echo", "Echo.", text_prop())]));
     let project = |args: Value| {
         json!({"mcpServers": {
             "helper": {"command": FAKE, "args": args, "env": {"FAKE_MARKER": marker.display().to_string()}},
             "remote": {"type": "http", "url": server.url, "headers": {"X-Secret": "${EDGAR_TEST_SECRET}"}},
-            // The misbehaving test adapter behaves for ordinary input: every result is "ok".
             "adapted": {"command": FAKE, "args": ["good"], "adapter": "adapter.wasm",
                         "env": {"FAKE_TOOLS": one_tool.display().to_string()}}
         }})
@@ -178,13 +180,17 @@ async fn a_cloned_repository_runs_sends_and_loads_nothing_until_approved() {
                 &["mcp", "call", "remote/echo", r#"{"text": "hi"}"#],
             ),
             edgar(&dir, &secret, &["mcp", "tools"]),
-            edgar(&dir, &secret, &["mcp", "call", "adapted__t", "{}"]),
+            edgar(
+                &dir,
+                &secret,
+                &["mcp", "call", "adapted__echo", r#"{"text": "hi"}"#],
+            ),
         ]
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let [approve, call_stdio, call_http, tools, adapted] = &after;
-    assert_eq!(adapted.stdout.trim(), "ok", "{}", adapted.stderr);
+    assert_eq!(adapted.stdout.trim(), "hi", "{}", adapted.stderr);
     assert_eq!(
         approve.code,
         Some(0),

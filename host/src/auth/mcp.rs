@@ -90,6 +90,12 @@ impl McpAuth {
         };
         let url = Url::parse(url)
             .map_err(|_| AuthError::Config(format!("the URL of '{}' is not valid", spec.name)))?;
+        if !crate::net::is_https_or_loopback(url.as_str()) {
+            return Err(AuthError::Config(format!(
+                "refusing to sign in to '{}' over plain http: a token would cross the network in clear text; use https",
+                spec.name
+            )));
+        }
         Ok(McpAuth {
             server: spec.name.clone(),
             key: store_key(spec),

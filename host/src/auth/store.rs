@@ -76,6 +76,7 @@ impl Store {
                 .await
                 .map(|_| ()),
             Store::File(path) => {
+                let _lock = file::lock(path)?;
                 let mut all = file::load(path)?;
                 all.insert(key.to_owned(), secret.expose().to_owned());
                 file::save(path, &all)
@@ -94,6 +95,7 @@ impl Store {
                 keyring_call(key, Op::Erase).await?;
             }
             Store::File(path) => {
+                let _lock = file::lock(path)?;
                 let mut all = file::load(path)?;
                 if all.remove(key).is_some() {
                     file::save(path, &all)?;
@@ -243,12 +245,18 @@ mod file {
         }
     }
 
+    /// Created 0600 (never narrowed afterwards), replaced atomically.
     pub fn save(path: &Path, all: &HashMap<String, String>) -> Result<(), AuthError> {
-        use std::os::unix::fs::PermissionsExt;
         let bytes = serde_json::to_vec(all).map_err(|e| AuthError::Store(e.to_string()))?;
         crate::paths::write_atomic(path, &bytes)
-            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
             .map_err(|e| AuthError::Store(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// Held across a whole read-modify-write, so two processes refreshing two servers'
+    /// tokens never lose one of the rotated refresh tokens.
+    pub fn lock(path: &Path) -> Result<std::fs::File, AuthError> {
+        crate::paths::lock_file(&path.with_extension("lock"))
+            .map_err(|e| AuthError::Store(format!("cannot lock {}: {e}", path.display())))
     }
 }
 

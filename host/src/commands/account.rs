@@ -49,13 +49,22 @@ pub fn account(provider: Option<&str>) -> anyhow::Result<ExitCode> {
     }
     let rt = runtime()?;
     let mut out = std::io::stdout().lock();
+    let mut missing = false;
     for name in names {
         match rt.block_on(keys.sign_in(&name)) {
             Ok((key, source)) => writeln!(out, "{name}: {} from {source}", key.masked())?,
-            Err(e) => writeln!(out, "{name}: {e}")?,
+            Err(e) => {
+                missing = true;
+                writeln!(out, "{name}: {e}")?
+            }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    // A script asking "is there a key?" gets the answer in the exit code too.
+    Ok(if missing {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// A key from the terminal without echo, or the first line of piped stdin.

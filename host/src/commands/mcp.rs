@@ -66,7 +66,9 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     args,
                     env,
                     cwd,
+                    env_inherit,
                 } => {
+                    out["env_inherit"] = json!(env_inherit);
                     out["command"] = json!(command);
                     out["args"] = json!(args);
                     out["env"] = json!(
@@ -209,7 +211,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             let config = load(&paths)?;
             note_held(&config);
             let session = session(&config, &cwd);
-            let result = tools(&session, name.as_deref(), refresh, json).await;
+            let result = guarded(&session, tools(&session, name.as_deref(), refresh, json)).await;
             session.close().await;
             result
         }),
@@ -222,7 +224,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
             let config = load(&paths)?;
             let session = session(&config, &cwd);
-            let result = session.call(&tool, arguments).await;
+            let result = guarded(&session, session.call(&tool, arguments)).await;
             session.close().await;
             let output = result?;
             if json {
@@ -370,20 +372,39 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
 }
 
 /// The CLI's session: on-disk cache, elicitation answered from schema defaults, HTTP
-/// sign-ins from the credential store, and a browser for re-authorization (step-up)
-/// only when a human is at the terminal.
+/// sign-ins from the credential store, pins and the audit trail. No browser: a new
+/// authorization (a 401 the refresh cannot fix, a step-up) starts only from `edgar mcp
+/// login`, which a human runs; elsewhere the error names that command.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
-    use std::io::IsTerminal;
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     if let Some(state) = edgar_host::trust::state_dir() {
         opts = opts.with_trust(&state);
     }
     opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AcceptDefaults);
     opts.credentials = super::sign_in::store().ok();
-    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        opts.browser = Some(edgar_host::auth::mcp::Browser::System { no_browser: false });
-    }
     Session::new(config, opts)
+}
+
+/// Runs `work` on a session whose servers may be running. SIGINT, SIGTERM or SIGHUP
+/// close every server (end of input, then TERM and KILL to its process group) and exit
+/// with 130, 143 or 129, so Ctrl-C never leaves a server behind.
+pub(crate) async fn guarded<T>(session: &Session, work: impl std::future::Future<Output = T>) -> T {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return work.await;
+    };
+    let code = tokio::select! {
+        out = work => return out,
+        _ = int.recv() => 130,
+        _ = term.recv() => 143,
+        _ = hup.recv() => 129,
+    };
+    session.close().await;
+    std::process::exit(code);
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -466,32 +487,91 @@ fn print_json(v: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A server's text made safe for a terminal: escape sequences (clipboard writes, title
+/// changes, cursor moves) and other control characters are shown, not obeyed. Newlines
+/// and tabs stay.
+fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let shown = |t: &str| -> String {
+        if tty {
+            terminal_safe(t).into_owned()
+        } else {
+            t.to_owned()
+        }
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for b in blocks {
         match b {
-            ContentBlock::Text { text } => writeln!(out, "{text}")?,
-            ContentBlock::Image { mime_type, data } => {
-                writeln!(out, "[image {mime_type}, {} bytes base64]", data.len())?
-            }
-            ContentBlock::Audio { mime_type, data } => {
-                writeln!(out, "[audio {mime_type}, {} bytes base64]", data.len())?
-            }
+            ContentBlock::Text { text } => writeln!(out, "{}", shown(text))?,
+            ContentBlock::Image { mime_type, data } => writeln!(
+                out,
+                "[image {}, {} bytes base64]",
+                shown(mime_type),
+                data.len()
+            )?,
+            ContentBlock::Audio { mime_type, data } => writeln!(
+                out,
+                "[audio {}, {} bytes base64]",
+                shown(mime_type),
+                data.len()
+            )?,
             ContentBlock::ResourceLink { uri, name, .. } => {
-                writeln!(out, "[resource link {name}: {uri}]")?
+                writeln!(out, "[resource link {}: {}]", shown(name), shown(uri))?
             }
             ContentBlock::Resource {
                 uri,
                 text: Some(text),
                 ..
-            } => writeln!(out, "[resource {uri}]\n{text}")?,
+            } => writeln!(out, "[resource {}]\n{}", shown(uri), shown(text))?,
             ContentBlock::Resource { uri, blob, .. } => writeln!(
                 out,
-                "[resource {uri}, {} bytes base64]",
+                "[resource {}, {} bytes base64]",
+                shown(uri),
                 blob.as_ref().map_or(0, String::len)
             )?,
         }
     }
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn escape_sequences_are_shown_not_obeyed() {
+        for evil in [
+            "\u{1b}]52;c;ZXZpbA==\u{7}", // OSC 52: write the clipboard
+            "\u{1b}]0;owned\u{7}",       // the window title
+            "\u{1b}[2J\u{1b}[H",         // clear the screen, cursor home
+            "\u{9b}31m",                 // an 8-bit CSI
+            "a\rb",                      // overwrite the line
+        ] {
+            let out = terminal_safe(evil);
+            assert!(!out.chars().any(|c| c.is_control()), "{out:?}");
+        }
+        assert_eq!(
+            terminal_safe("two\nlines\tand a tab"),
+            "two\nlines\tand a tab"
+        );
+    }
 }

@@ -16,7 +16,7 @@ pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> 
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
         let search = ToolSearch::new(reserve);
-        let reply = search.search(&session, query).await;
+        let reply = super::mcp::guarded(&session, search.search(&session, query)).await;
         session.close().await;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         if json {

@@ -531,13 +531,17 @@ pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> 
         ..LockFile::default()
     };
     runtime()?.block_on(async {
-        for spec in &project {
-            if pins.read(spec)?.is_none() {
-                session.tools(&spec.name).await?;
+        let discover = async {
+            for spec in &project {
+                if pins.read(spec)?.is_none() {
+                    session.tools(&spec.name).await?;
+                }
             }
-        }
+            anyhow::Ok(())
+        };
+        let result = super::mcp::guarded(&session, discover).await;
         session.close().await;
-        anyhow::Ok(())
+        result
     })?;
     let mut pending = 0;
     for spec in &project {
@@ -577,7 +581,7 @@ pub fn verify(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode
     })?;
     let session = session(config, cwd);
     let drift = runtime()?.block_on(async {
-        let d = drift(config, &lock, &session).await;
+        let d = super::mcp::guarded(&session, drift(config, &lock, &session)).await;
         session.close().await;
         d
     });

@@ -53,10 +53,20 @@ pub fn remove_server(file: &Path, name: &str) -> Result<bool, ConfigError> {
 fn write(file: &Path, doc: &Value) -> std::io::Result<()> {
     let mut text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
     text.push(b'\n');
+    use std::os::unix::fs::PermissionsExt;
+    // A new file is private (it may carry headers and env); an existing one keeps the
+    // mode its owner gave it.
+    let mode = std::fs::metadata(file)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777);
     if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        crate::paths::create_private_dir(dir)?;
     }
-    crate::paths::write_atomic(file, &text)
+    crate::paths::write_atomic(file, &text)?;
+    if let Some(mode) = mode {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -51,6 +51,40 @@ pub(crate) fn name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A model-visible name carries its server's prefix: the text before its first `__` is
+/// the server's name (with `_` runs collapsed and trimmed, as a sanitizer would), or, for
+/// a hashed name (two or more `__`), at least the first 20 characters of it. So an
+/// adapter for one server can never claim another server's names.
+pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
+    /// The shortest server part a hashed name may keep (the reference adapter's cut).
+    const MIN_HASHED_PREFIX: usize = 20;
+    let mut clean = String::with_capacity(server.len());
+    for c in server.chars() {
+        if c == '_' && (clean.is_empty() || clean.ends_with('_')) {
+            continue;
+        }
+        clean.push(c);
+    }
+    let clean = clean.trim_end_matches('_');
+    let head = name.split("__").next().unwrap_or_default();
+    let hashed = name.matches("__").count() >= 2;
+    let ok = !head.is_empty()
+        && (head == server
+            || head == clean
+            || (hashed
+                && clean.starts_with(head)
+                && head.len() >= clean.len().min(MIN_HASHED_PREFIX)));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the name {} does not carry the prefix of server {}",
+            shown(name),
+            shown(server)
+        ))
+    }
+}
+
 /// An adapter's accepted tool, parsed and checked.
 pub(super) struct Checked {
     pub tool: String,
@@ -294,6 +328,31 @@ fn is_token(m: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_carries_its_servers_prefix() {
+        for (name, server, ok) in [
+            ("github__list", "github", true),
+            ("github__list_issues__0123456789", "github", true),
+            ("a_b__x", "a__b_", true),
+            ("slack__post", "github", false),
+            ("git__list", "github", false),
+            (
+                "abcdefghijklmnopqrst__x__0123456789",
+                "abcdefghijklmnopqrstuvwxyz",
+                true,
+            ),
+            (
+                "abcdefghij__x__0123456789",
+                "abcdefghijklmnopqrstuvwxyz",
+                false,
+            ),
+            ("list_issues", "github", false),
+            ("__x", "github", false),
+        ] {
+            assert_eq!(prefixed(name, server).is_ok(), ok, "{name} for {server}");
+        }
+    }
 
     #[test]
     fn names() {

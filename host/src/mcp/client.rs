@@ -809,7 +809,8 @@ impl Session {
             }
             Err(e) => {
                 let reason = strip_server(&e, name);
-                tracing::warn!(server = name, "discovery failed: {reason}");
+                // The caller reports the error; a warning too would say it twice.
+                tracing::debug!(server = name, "discovery failed: {reason}");
                 let (needs_login, challenge) = match &e {
                     McpError::NeedsLogin { challenge, .. } => (true, challenge.clone()),
                     _ => (false, None),
@@ -906,6 +907,22 @@ impl Session {
     }
 
     fn connect(&self, spec: &ServerSpec) -> Result<(TransportHandle, Connection), McpError> {
+        if let Transport::Http { url, headers } | Transport::Sse { url, headers } = &spec.transport
+            && !headers.is_empty()
+            && !crate::net::is_https_or_loopback(url)
+        {
+            return Err(McpError::Start {
+                server: spec.name.clone(),
+                reason: format!(
+                    "refusing to send its configured headers ({}) in clear text to a plain http URL on another host; use https",
+                    headers
+                        .keys()
+                        .map(|k| shown(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
         let ctx = Context {
             roots: vec![self.opts.cwd.clone()],
             handler: self.opts.handler.clone(),
@@ -916,6 +933,7 @@ impl Session {
                 args,
                 env,
                 cwd,
+                env_inherit,
             } => {
                 let log = self
                     .opts
@@ -927,6 +945,7 @@ impl Session {
                     command,
                     args,
                     env,
+                    env_inherit: *env_inherit,
                     cwd: cwd.as_deref().unwrap_or(&self.opts.cwd),
                     log,
                 })

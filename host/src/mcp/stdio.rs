@@ -21,6 +21,31 @@ use tokio::sync::{mpsc, oneshot};
 use super::connection::{Event, Link, Outbound};
 use crate::text::shown;
 
+/// The variables of edgar's own environment a stdio server gets (besides its entry's
+/// `env`), as Codex does: enough to find programs, a home, a locale and a terminal, and
+/// nothing that holds a key. `env_inherit: true` in an entry passes everything.
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "USER",
+    "USERNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
 /// Longest line (one JSON-RPC message) read from a server; longer fails the server.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// Lines of stderr kept for error messages.
@@ -42,6 +67,37 @@ pub(crate) struct Stdio {
     close_stdin: Option<oneshot::Sender<()>>,
     closed: bool,
 }
+
+/// Linux: the kernel sends the server SIGKILL when edgar dies, even by SIGKILL, so a
+/// killed edgar leaves no server behind. (Its own children, in its process group, are not
+/// covered: only `close` or the signal handlers reach the group. The signal follows the
+/// thread that spawned the server, a runtime worker that lives as long as the session.)
+/// Elsewhere (macOS) there is no such signal: a SIGKILLed edgar orphans its servers,
+/// which see end-of-input on stdin.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: `prctl` and `getppid` are plain system calls
+    // that neither allocate nor take locks.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+            set_parent_process_death_signal(Some(Signal::KILL))?;
+            // edgar may have died between fork and prctl: then nobody will signal us.
+            if getppid() != Some(parent) {
+                return Err(std::io::Error::other(
+                    "edgar exited while starting the server",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}
 
 /// The last lines a server wrote to stderr.
 #[derive(Default)]
@@ -81,6 +137,8 @@ pub(crate) struct Spawn<'a> {
     pub command: &'a str,
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
+    /// Pass edgar's whole environment instead of [`INHERITED_ENV`].
+    pub env_inherit: bool,
     pub cwd: &'a Path,
     /// Where this session's stderr goes, if anywhere.
     pub log: Option<PathBuf>,
@@ -90,6 +148,14 @@ impl Stdio {
     /// Spawns the server and returns it with the link for its connection.
     pub(crate) fn spawn(s: Spawn<'_>) -> Result<(Stdio, Link), String> {
         let mut cmd = Command::new(s.command);
+        if !s.env_inherit {
+            cmd.env_clear();
+            for key in INHERITED_ENV {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+        }
         cmd.args(s.args)
             .envs(s.env)
             .current_dir(s.cwd)
@@ -98,6 +164,7 @@ impl Stdio {
             .stderr(Pipe::piped())
             .process_group(0)
             .kill_on_drop(true);
+        die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", shown(s.command)))?;
@@ -365,5 +432,12 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
     if let Some(dir) = path.parent() {
         let _ = crate::paths::create_private_dir(dir);
     }
-    std::fs::File::create(path).ok()
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .ok()
 }

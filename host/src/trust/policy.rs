@@ -170,7 +170,7 @@ impl Policy {
         }
         if self.require_https
             && let Transport::Http { url, .. } | Transport::Sse { url, .. } = &spec.transport
-            && !is_https_or_loopback(url)
+            && !crate::net::is_https_or_loopback(url)
         {
             return Some("require_https (the URL is plain http to another host)".into());
         }
@@ -243,21 +243,6 @@ fn url_matches(pattern: &str, url: &str) -> bool {
         }
         _ => false,
     }
-}
-
-fn is_https_or_loopback(url: &str) -> bool {
-    let Ok(u) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    if u.scheme() == "https" {
-        return true;
-    }
-    let host = u.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `*` matches any run of characters (`/` included), `?` any one character; everything

@@ -36,10 +36,7 @@ fn fail(msg: String) -> AuthError {
 
 /// Only https, or http on a loopback host (OAuth 2.1 §1.5; the suite runs on localhost).
 pub fn check_url(url: &Url, what: &str) -> Result<(), AuthError> {
-    let loopback = matches!(
-        url.host_str(),
-        Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
-    );
+    let loopback = crate::net::is_loopback(url);
     match url.scheme() {
         "https" => Ok(()),
         "http" if loopback => Ok(()),

@@ -11,6 +11,9 @@ use crate::auth::oauth::post;
 use crate::auth::{AuthError, Secret};
 use crate::text::shown;
 
+/// Longest token lifetime believed: ten years.
+const MAX_EXPIRES_IN: u64 = 10 * 365 * 86_400;
+
 /// How edgar authenticates to the token endpoint, as registered or configured.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Client {
@@ -141,7 +144,9 @@ pub async fn request(
     let expires_at = json
         .get("expires_in")
         .and_then(Value::as_u64)
-        .map(|s| crate::tools::cache::now() + s);
+        // A hostile or careless server's huge value must neither wrap (a refresh on every
+        // request) nor promise a token for centuries.
+        .map(|s| crate::tools::cache::now().saturating_add(s.min(MAX_EXPIRES_IN)));
     Ok(Credentials {
         access_token: access_token.to_owned(),
         refresh_token: json

@@ -39,16 +39,6 @@ fn origins_compare_parsed_not_as_prefixes() {
 }
 
 #[test]
-fn https_is_required_except_on_loopback() {
-    assert!(is_https_or_loopback("https://example.com/mcp"));
-    assert!(is_https_or_loopback("http://127.0.0.1:8080/mcp"));
-    assert!(is_https_or_loopback("http://[::1]:8080/mcp"));
-    assert!(is_https_or_loopback("http://localhost/mcp"));
-    assert!(!is_https_or_loopback("http://example.com/mcp"));
-    assert!(!is_https_or_loopback("http://127.0.0.1.nip.io/mcp"));
-}
-
-#[test]
 fn the_system_policy_wins_over_the_environment() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let system = d.path().join("policy.json");
