@@ -4,6 +4,7 @@
 mod auth_cli;
 mod guard;
 mod guard_cli;
+mod hardening;
 mod loopback;
 mod mcp_auth;
 mod mcp_cli;

@@ -140,6 +140,11 @@ fn main() {
                         );
                         text("changed")
                     }
+                    "env" => {
+                        let mut names: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+                        names.sort();
+                        text(&names.join(","))
+                    }
                     "add" => text(
                         &(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0))
                             .to_string(),

@@ -141,12 +141,7 @@ pub async fn request(
             shown(kind)
         ))));
     }
-    let expires_at = json
-        .get("expires_in")
-        .and_then(Value::as_u64)
-        // A hostile or careless server's huge value must neither wrap (a refresh on every
-        // request) nor promise a token for centuries.
-        .map(|s| crate::tools::cache::now().saturating_add(s.min(MAX_EXPIRES_IN)));
+    let expires_at = expires_at(&json, crate::tools::cache::now());
     Ok(Credentials {
         access_token: access_token.to_owned(),
         refresh_token: json
@@ -164,6 +159,14 @@ pub async fn request(
 
 /// Renews `old` with its refresh token; a response without a new refresh token keeps
 /// the old one (servers that do not rotate).
+/// When a token answer's `expires_in` runs out. A hostile or careless server's huge value
+/// must neither wrap (a refresh on every request) nor promise a token for centuries.
+fn expires_at(json: &Value, now: u64) -> Option<u64> {
+    json.get("expires_in")
+        .and_then(Value::as_u64)
+        .map(|s| now.saturating_add(s.min(MAX_EXPIRES_IN)))
+}
+
 pub async fn refresh(old: &Credentials) -> Result<Credentials, Refusal> {
     let Some(refresh_token) = &old.refresh_token else {
         return Err(Refusal::OAuth {
@@ -216,6 +219,26 @@ pub fn endpoint_url(s: &str) -> Result<Url, AuthError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiry_never_wraps_or_outlives_ten_years() {
+        let now = 1_800_000_000;
+        for (v, want) in [
+            (serde_json::json!({"expires_in": 3600}), Some(now + 3600)),
+            (
+                serde_json::json!({"expires_in": u64::MAX}),
+                Some(now + MAX_EXPIRES_IN),
+            ),
+            (serde_json::json!({"expires_in": -5}), None),
+            (serde_json::json!({}), None),
+        ] {
+            assert_eq!(expires_at(&v, now), want, "{v}");
+        }
+        assert_eq!(
+            expires_at(&serde_json::json!({"expires_in": 1}), u64::MAX),
+            Some(u64::MAX)
+        );
+    }
 
     #[test]
     fn methods_follow_the_server() {
