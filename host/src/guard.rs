@@ -9,7 +9,7 @@
 
 mod artifact;
 mod bindings;
-mod check;
+pub(crate) mod check;
 mod engine;
 mod sandbox;
 

@@ -194,3 +194,41 @@ fn logs_off_a_terminal_have_no_colour_and_a_failure_is_said_once() {
     assert_eq!(r.code, Some(1));
     assert_eq!(r.stderr.matches("1999-01-01").count(), 1, "{}", r.stderr);
 }
+
+#[test]
+fn a_message_nested_too_deep_fails_at_once_instead_of_waiting_for_the_deadline() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        h.path(),
+        json!({"deep": {"command": FAKE, "args": ["deep"], "startup_timeout_sec": 30}}),
+    );
+    let started = std::time::Instant::now();
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "deep"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("nested deeper than 128 levels"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "waited {:?}: the 30 s deadline, not an immediate failure",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_server_cannot_pile_up_tool_pages_past_a_byte_budget() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        h.path(),
+        json!({"fat": {"command": FAKE, "args": ["fat-pages"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "fat"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("more than 32 MiB of tool definitions"),
+        "{}",
+        r.stderr
+    );
+}

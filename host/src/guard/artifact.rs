@@ -20,7 +20,20 @@ pub(super) fn load(
     digest: &str,
     cache_dir: Option<&Path>,
 ) -> Result<Component, String> {
-    let path = cache_dir.map(|dir| dir.join("wasm").join(file_name(engine, digest)));
+    // Native code is loaded from here: only from a directory no one else can write.
+    let path = cache_dir
+        .map(|dir| dir.join("wasm"))
+        .filter(|dir| {
+            let ok = !dir.exists() || is_private(dir);
+            if !ok {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "not using the adapter artifact cache: the directory is not this user's alone"
+                );
+            }
+            ok
+        })
+        .map(|dir| dir.join(file_name(engine, digest)));
     if let Some(path) = &path
         && let Some(component) = read(engine, path)
     {
@@ -35,6 +48,14 @@ pub(super) fn load(
     Ok(component)
 }
 
+/// Whether `path` belongs to this user and no one else can write it (checked, not
+/// assumed: a cache directory may predate edgar or be shared).
+pub(super) fn is_private(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(path)
+        .is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw() && m.mode() & 0o022 == 0)
+}
+
 fn file_name(engine: &Engine, digest: &str) -> String {
     let mut h = ShaHasher(Sha256::new());
     engine.precompile_compatibility_hash().hash(&mut h);
@@ -47,6 +68,10 @@ fn file_name(engine: &Engine, digest: &str) -> String {
 }
 
 fn read(engine: &Engine, path: &Path) -> Option<Component> {
+    if path.exists() && !is_private(path) {
+        tracing::warn!(path = %path.display(), "ignoring an adapter artifact others can write");
+        return None;
+    }
     let bytes = fs::read(path).ok()?;
     let component = (bytes.len() > 32)
         .then(|| bytes.split_at(32))

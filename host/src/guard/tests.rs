@@ -107,3 +107,45 @@ fn oversized_results_never_reach_the_guest() {
         Err(GuardError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn artifacts_load_only_from_a_directory_no_one_else_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    Guard::new(Some(dir.path().to_owned()))
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let wasm = dir.path().join("wasm");
+    assert!(artifact::is_private(&wasm));
+    let file = std::fs::read_dir(&wasm)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .next()
+        .unwrap_or_else(|| panic!("no artifact"))
+        .path();
+    // Planted native code in a directory others can write: never read (a read would
+    // find it corrupt and delete it).
+    std::fs::write(&file, b"planted").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&wasm, std::fs::Permissions::from_mode(0o777))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!artifact::is_private(&wasm));
+    Guard::new(Some(dir.path().to_owned()))
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        std::fs::read(&file).unwrap_or_default() == b"planted",
+        "a file in a shared directory was read or rewritten"
+    );
+    // A private directory but a file others can write: not read, but replaced by a
+    // fresh private artifact.
+    std::fs::set_permissions(&wasm, std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Guard::new(Some(dir.path().to_owned()))
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let replaced = std::fs::read(&file).unwrap_or_default();
+    assert!(replaced.len() > 1000, "the planted file was not replaced");
+    assert!(artifact::is_private(&file));
+}

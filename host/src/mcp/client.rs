@@ -34,6 +34,9 @@ use crate::trust::pins::{PinStore, Quarantined};
 pub const MAX_PAGES: usize = 100;
 /// Most tools accepted from one server.
 pub const MAX_TOOLS_PER_SERVER: usize = 5000;
+/// Most bytes of tool definitions kept from one server across all its `tools/list`
+/// pages: 100 pages of 16 MiB would otherwise hold 1.6 GB before any count check.
+pub const MAX_TOOLS_BYTES_PER_SERVER: usize = 32 << 20;
 /// Results up to this size go through the built-in adapter on the calling task.
 const INLINE_GUARD_BYTES: usize = 64 << 10;
 /// Most validation errors reported for one call.
@@ -1159,6 +1162,7 @@ async fn list_tools(
         reason,
     };
     let mut raw = Vec::new();
+    let mut bytes = 0;
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
     for _ in 0..MAX_PAGES {
@@ -1169,7 +1173,17 @@ async fn list_tools(
         let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return Err(protocol("its tools/list result has no tools list".into()));
         };
-        raw.extend(tools.iter().map(Value::to_string));
+        for t in tools {
+            let text = t.to_string();
+            bytes += text.len();
+            if bytes > MAX_TOOLS_BYTES_PER_SERVER {
+                return Err(protocol(format!(
+                    "its tools/list pages hold more than {} MiB of tool definitions",
+                    MAX_TOOLS_BYTES_PER_SERVER >> 20
+                )));
+            }
+            raw.push(text);
+        }
         if raw.len() > MAX_TOOLS_PER_SERVER {
             return Err(protocol(format!(
                 "it lists more than {MAX_TOOLS_PER_SERVER} tools"

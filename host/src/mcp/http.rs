@@ -530,9 +530,15 @@ impl Shared {
                 if data.trim().is_empty() {
                     continue;
                 }
-                let Ok(value) = serde_json::from_str::<Value>(&data) else {
-                    end.not_json += 1;
-                    continue;
+                let value = match serde_json::from_str::<Value>(&data) {
+                    Ok(v) => v,
+                    Err(e) if super::protocol::is_too_deep(&e) => {
+                        return Err(Reply::Failed(super::protocol::TOO_DEEP.into()));
+                    }
+                    Err(_) => {
+                        end.not_json += 1;
+                        continue;
+                    }
                 };
                 let answers = want.is_some() && answers(&value, want);
                 self.note_initialized(message, &value);

@@ -2,6 +2,16 @@
 
 use serde_json::{Value, json};
 
+/// Why a message nested deeper than the JSON parser's limit (128) fails its exchange.
+pub(crate) const TOO_DEEP: &str =
+    "it sent a message nested deeper than 128 levels, which edgar does not decode";
+
+/// Whether a parse failed on the nesting limit (the one syntax error that a well-formed,
+/// hostile message produces).
+pub(crate) fn is_too_deep(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("recursion limit exceeded")
+}
+
 /// MCP protocol versions this client speaks, newest first.
 pub const PROTOCOL: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 

@@ -365,6 +365,11 @@ async fn read_loop(
                             return;
                         }
                     }
+                    // Too deep to decode, so its id cannot be known: waiting for the
+                    // request's deadline would be the only alternative. Fail now.
+                    Err(e) if super::protocol::is_too_deep(&e) => {
+                        break super::protocol::TOO_DEEP.to_owned();
+                    }
                     Err(_) => {
                         garbage += 1;
                         if garbage <= 3 {

@@ -3,7 +3,8 @@
 //!
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
-//! server-requests, hostile-names, list-changed.
+//! server-requests, hostile-names, list-changed, deep (answers tools/list with a
+//! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
 //! to play a server that changes its tools after approval).
@@ -73,6 +74,17 @@ fn main() {
                 }
             },
             "tools/list" => {
+                if mode == "deep" {
+                    let depth = 100_000;
+                    let _ = writeln!(
+                        out,
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"tools\":{}{}}}}}",
+                        "[".repeat(depth),
+                        "]".repeat(depth)
+                    );
+                    let _ = out.flush();
+                    continue;
+                }
                 if mode == "notification-flood" {
                     for i in 0..100_000 {
                         send(
@@ -87,6 +99,14 @@ fn main() {
                     .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 {
                     json!({ "tools": tools })
+                } else if mode == "fat-pages" {
+                    // 5 MB a page, for ever: only a budget across pages stops it.
+                    page += 1;
+                    let fat: Vec<Value> = (0..10)
+                        .map(|i| json!({"name": format!("t{page}_{i}"), "description": "d".repeat(512 << 10),
+                                        "inputSchema": {"type": "object"}}))
+                        .collect();
+                    json!({"tools": fat, "nextCursor": format!("c{page}")})
                 } else if mode == "endless-pages" {
                     page += 1;
                     json!({"tools": [tool(&format!("t{page}"))], "nextCursor": format!("c{page}")})
