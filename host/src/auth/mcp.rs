@@ -255,11 +255,14 @@ impl McpAuth {
             )));
         }
         st.authorizations += 1;
-        let prm = discovery::resource_metadata(
-            &self.url,
-            challenge.and_then(|c| c.resource_metadata.as_deref()),
-        )
-        .await?;
+        let from_challenge = challenge.and_then(|c| c.resource_metadata.as_deref());
+        if let Some(u) = from_challenge.and_then(|u| Url::parse(u).ok()) {
+            self.reachable(&u, "resource metadata")?;
+        }
+        let prm = discovery::resource_metadata(&self.url, from_challenge).await?;
+        if let Some(p) = &prm {
+            self.reachable(&p.authorization_server, "the authorization server")?;
+        }
         let (meta, resource, prm_scopes) = match &prm {
             Some(p) => {
                 let meta = discovery::server_metadata(&p.authorization_server, true)
@@ -289,6 +292,15 @@ impl McpAuth {
                 (meta, canonical(&self.url), Vec::new())
             }
         };
+        for (what, u) in [
+            ("authorization_endpoint", Some(&meta.authorization_endpoint)),
+            ("token_endpoint", Some(&meta.token_endpoint)),
+            ("registration_endpoint", meta.registration_endpoint.as_ref()),
+        ] {
+            if let Some(u) = u {
+                self.reachable(u, what)?;
+            }
+        }
         let scope = choose_scope(challenge, &prm_scopes, &meta);
         let listener = Loopback::bind(self.client_config.callback_port).await?;
         let redirect_uri = listener.redirect_uri();
@@ -542,6 +554,21 @@ impl Authorizer for McpAuth {
 }
 
 impl McpAuth {
+    /// What the server names for discovery and sign-in must not reach into this machine or
+    /// its private networks (a server could otherwise make edgar probe them, or cloud
+    /// metadata), unless the MCP server itself is on loopback, as in local development.
+    fn reachable(&self, url: &Url, what: &str) -> Result<(), AuthError> {
+        if crate::net::is_local(url) && !crate::net::is_loopback(&self.url) {
+            return Err(AuthError::Discovery(format!(
+                "refusing {what} {}: a remote server may not send edgar to a local or private address",
+                shown(url.as_str())
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl McpAuth {
     /// Takes the refresh lock (an exclusive `flock` on a file named after the store
     /// entry), waiting at most [`LOCK_WAIT`]; without a lock directory, or when the lock
     /// cannot be had, the refresh goes ahead unlocked.
@@ -646,4 +673,44 @@ async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
         )
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerSpec;
+
+    fn auth(url: &str) -> McpAuth {
+        McpAuth::new(&ServerSpec::http("s", url), Store::memory(), None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_remote_server_cannot_send_sign_in_to_local_or_private_addresses() {
+        let remote = auth("https://mcp.example.com/mcp");
+        for target in [
+            "http://169.254.169.254/latest/meta-data",
+            "https://127.0.0.1:8080/.well-known/oauth-authorization-server",
+            "https://10.0.0.7/token",
+            "https://[::1]/register",
+            "https://localhost/authorize",
+        ] {
+            let u = Url::parse(target).unwrap_or_else(|e| panic!("{e}"));
+            assert!(remote.reachable(&u, "x").is_err(), "{target}");
+        }
+        let public = Url::parse("https://auth.example.com/token").unwrap_or_else(|e| panic!("{e}"));
+        assert!(remote.reachable(&public, "x").is_ok());
+        // Local development: a server on loopback may use a local authorization server.
+        let local = auth("http://127.0.0.1:3000/mcp");
+        let u = Url::parse("http://127.0.0.1:3001/token").unwrap_or_else(|e| panic!("{e}"));
+        assert!(local.reachable(&u, "x").is_ok());
+        assert!(
+            McpAuth::new(
+                &ServerSpec::http("s", "http://mcp.example.com/mcp"),
+                Store::memory(),
+                None
+            )
+            .is_err()
+        );
+    }
 }
