@@ -43,6 +43,7 @@ async fn main() {
         source: PathBuf::from("bench"),
         project: None,
         tool_policy: Default::default(),
+        elicitation_defaults: false,
     };
     let config = Config {
         servers: vec![spec],

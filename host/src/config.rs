@@ -97,6 +97,9 @@ pub struct ServerSpec {
     pub project: Option<PathBuf>,
     /// The administrator's tool rules and result cap.
     pub tool_policy: ToolPolicy,
+    /// `"elicitation": "accept_defaults"`: with no human to ask, answer this server's
+    /// elicitations with its own defaults (otherwise they are declined).
+    pub elicitation_defaults: bool,
 }
 
 /// A server's `oauth` entry: a client the user registered with its authorization
@@ -526,6 +529,7 @@ impl ServerSpec {
             source: PathBuf::from(source),
             project: None,
             tool_policy: ToolPolicy::default(),
+            elicitation_defaults: false,
         }
     }
 }
@@ -754,6 +758,16 @@ fn parse_server(
         source: file.to_owned(),
         project: None,
         tool_policy: ToolPolicy::default(),
+        elicitation_defaults: match string(e, "elicitation")?.as_deref() {
+            None | Some("decline") => false,
+            Some("accept_defaults") => true,
+            Some(_) => {
+                return Err((
+                    "elicitation",
+                    "must be \"accept_defaults\" or \"decline\"".into(),
+                ));
+            }
+        },
     })
 }
 

@@ -43,6 +43,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         source: PathBuf::from("test"),
         project: None,
         tool_policy: Default::default(),
+        elicitation_defaults: false,
     }
 }
 

@@ -380,7 +380,16 @@ pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
     if let Some(state) = edgar_host::trust::state_dir() {
         opts = opts.with_trust(&state);
     }
-    opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AcceptDefaults);
+    use std::io::IsTerminal;
+    opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AskHuman {
+        terminal: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        defaults_for: config
+            .servers
+            .iter()
+            .filter(|s| s.elicitation_defaults)
+            .map(|s| s.name.clone())
+            .collect(),
+    });
     opts.credentials = super::sign_in::store().ok();
     Session::new(config, opts)
 }

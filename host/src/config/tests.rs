@@ -376,3 +376,23 @@ fn a_malformed_policy_fails_closed_naming_the_line() {
     let missing = d.path().join("nope.json");
     assert!(load_with(Some(user), d.path(), None, Some(missing)).is_err());
 }
+
+#[test]
+fn elicitation_defaults_are_opt_in_per_server() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let c = load_user(
+        d.path(),
+        r#"{"mcpServers": {"a": {"command": "x", "elicitation": "accept_defaults"},
+                           "b": {"command": "x"}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.servers[0].elicitation_defaults && !c.servers[1].elicitation_defaults);
+    let e = load_user(
+        d.path(),
+        r#"{"mcpServers": {"a": {"command": "x", "elicitation": "yes"}}}"#,
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("field 'elicitation'"), "{e}");
+}

@@ -1,6 +1,8 @@
-//! The CLI's answer to `elicitation/create`: accept with the requested schema's
-//! defaults when they cover every required field, otherwise decline. No human is
-//! asked, so nothing beyond what the server itself proposed is ever sent back.
+//! Answers to `elicitation/create`. [`AcceptDefaults`] accepts with the requested
+//! schema's defaults when they cover every required field, otherwise declines; nothing
+//! beyond what the server itself proposed is ever sent back. [`AskHuman`], the CLI's
+//! handler, shows the request at a terminal and sends the defaults only if the human
+//! agrees; off a terminal it declines, except for servers whose entry opts in.
 
 use serde_json::{Map, Value, json};
 
@@ -23,6 +25,105 @@ impl ClientHandler for AcceptDefaults {
         );
         Some(answer)
     }
+}
+
+/// The CLI's handler: a human at the terminal decides; elsewhere, only servers that
+/// opted in (`"elicitation": "accept_defaults"`) get their defaults back.
+pub struct AskHuman {
+    /// Whether stdin and stderr are a terminal.
+    pub terminal: bool,
+    /// Servers whose elicitations may be answered with defaults without asking.
+    pub defaults_for: std::collections::HashSet<String>,
+}
+
+impl ClientHandler for AskHuman {
+    fn supports_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(&self, server: &str, params: &Value) -> Option<Value> {
+        let proposal = defaults_answer(params);
+        let accepts = proposal["action"] == "accept";
+        let answer = if self.terminal {
+            let mut prompt = describe(server, params, &proposal);
+            if accepts {
+                prompt.push_str("Send these values? [y/N] ");
+            } else {
+                prompt.push_str("edgar cannot fill this in here; declined.\n");
+            }
+            eprint!("{prompt}");
+            let yes = accepts && {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).is_ok()
+                    && matches!(line.trim(), "y" | "Y" | "yes")
+            };
+            if yes {
+                proposal
+            } else {
+                json!({"action": "decline"})
+            }
+        } else if self.defaults_for.contains(server) {
+            proposal
+        } else {
+            json!({"action": "decline"})
+        };
+        tracing::info!(
+            server,
+            "elicitation answered: {}",
+            answer["action"].as_str().unwrap_or("decline")
+        );
+        Some(answer)
+    }
+}
+
+/// The request as a human reads it: the server's message and each field with its
+/// default, control characters escaped.
+pub fn describe(server: &str, params: &Value, proposal: &Value) -> String {
+    let esc = |s: &str| -> String {
+        s.chars()
+            .flat_map(|c| {
+                if c.is_control() && c != '\n' {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .take(2000)
+            .collect()
+    };
+    let mut out = format!(
+        "MCP server '{}' asks: {}\n",
+        esc(server),
+        esc(params.get("message").and_then(Value::as_str).unwrap_or(""))
+    );
+    let schema = params.get("requestedSchema");
+    let required: Vec<&str> = schema
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(props) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+    {
+        for name in props.keys().take(50) {
+            let value = proposal
+                .get("content")
+                .and_then(|c| c.get(name))
+                .map(|v| esc(&v.to_string()))
+                .unwrap_or_else(|| "(no default)".into());
+            out.push_str(&format!(
+                "  {}{}: {value}\n",
+                esc(name),
+                if required.contains(&name.as_str()) {
+                    " (required)"
+                } else {
+                    ""
+                },
+            ));
+        }
+    }
+    out
 }
 
 /// `{"action":"accept","content":{...defaults}}` when every required property has a
@@ -120,5 +221,42 @@ mod tests {
             "decline"
         );
         assert_eq!(defaults_answer(&json!(null))["action"], "decline");
+    }
+}
+
+#[cfg(test)]
+mod ask_tests {
+    use super::*;
+
+    fn request() -> Value {
+        json!({"message": "Deploy to \u{1b}]0;prod\u{7}?", "requestedSchema": {"type": "object",
+            "properties": {"env": {"type": "string", "default": "staging"}}, "required": ["env"]}})
+    }
+
+    #[test]
+    fn off_a_terminal_only_servers_that_opted_in_get_their_defaults() {
+        let h = AskHuman {
+            terminal: false,
+            defaults_for: ["trusted".to_owned()].into_iter().collect(),
+        };
+        assert_eq!(
+            h.elicit("other", &request()),
+            Some(json!({"action": "decline"}))
+        );
+        assert_eq!(
+            h.elicit("trusted", &request()),
+            Some(json!({"action": "accept", "content": {"env": "staging"}}))
+        );
+    }
+
+    #[test]
+    fn the_prompt_shows_message_fields_and_defaults_escaped() {
+        let text = describe("s", &request(), &defaults_answer(&request()));
+        assert!(
+            text.contains("asks: Deploy to \\u{1b}]0;prod\\u{7}?"),
+            "{text}"
+        );
+        assert!(text.contains("env (required): \"staging\""), "{text}");
+        assert!(!text.contains('\u{1b}'));
     }
 }
