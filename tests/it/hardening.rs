@@ -4,21 +4,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use edgar_tests::run;
+use edgar_tests::{run, user_config};
 use serde_json::json;
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
-
-fn user_config(home: &Path, servers: serde_json::Value) {
-    let dir = home.join("config/edgar");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.join("mcp.json"),
-        json!({"mcpServers": servers}).to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-}
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p)

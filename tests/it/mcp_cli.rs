@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use edgar_tests::run;
+use edgar_tests::{run, user_config};
 use serde_json::json;
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
@@ -10,17 +10,6 @@ const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 
 fn home() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The user's own config (trusted: it runs without approval).
-fn write_config(home: &Path, servers: serde_json::Value) {
-    let dir = home.join("config").join("edgar");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.join("mcp.json"),
-        json!({ "mcpServers": servers }).to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn markers(dir: &Path) -> usize {
@@ -43,7 +32,7 @@ fn listing_starts_nothing() {
             )
         })
         .collect();
-    write_config(h.path(), json!(servers));
+    user_config(h.path(), json!(servers));
 
     let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -195,7 +184,7 @@ fn errors_are_one_clear_line_with_exit_1() {
     );
     std::fs::remove_file(h.path().join(".mcp.json")).unwrap_or_else(|e| panic!("{e}"));
 
-    write_config(
+    user_config(
         h.path(),
         json!({"s": {"command": FAKE, "args": ["old-version"]}}),
     );
@@ -228,7 +217,7 @@ fn errors_are_one_clear_line_with_exit_1() {
 #[test]
 fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
     let h = home();
-    write_config(h.path(), json!({"s": {"command": FAKE, "args": ["good"]}}));
+    user_config(h.path(), json!({"s": {"command": FAKE, "args": ["good"]}}));
     assert_eq!(
         run(EDGAR, h.path(), &["mcp", "tools"], b"")
             .stdout
@@ -246,7 +235,7 @@ fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
     }
     let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
     assert_eq!(r.stdout.lines().count(), 5, "{}", r.stderr);
-    write_config(
+    user_config(
         h.path(),
         json!({"s": {"command": FAKE, "args": ["hostile-names"]}}),
     );
@@ -269,7 +258,7 @@ fn tool_filters_apply_without_rediscovery() {
     let h = home();
     let marker = h.path().join("started");
     let env = json!({"FAKE_MARKER": marker.display().to_string()});
-    write_config(
+    user_config(
         h.path(),
         json!({"s": {"command": FAKE, "args": ["good"], "env": env}}),
     );
@@ -281,7 +270,7 @@ fn tool_filters_apply_without_rediscovery() {
         5
     );
     std::fs::remove_file(&marker).unwrap_or_else(|e| panic!("{e}"));
-    write_config(
+    user_config(
         h.path(),
         json!({"s": {"command": FAKE, "args": ["good"], "env": env, "disabled_tools": ["die", "change"]}}),
     );
@@ -292,7 +281,7 @@ fn tool_filters_apply_without_rediscovery() {
         "{}",
         r.stderr
     );
-    write_config(
+    user_config(
         h.path(),
         json!({"s": {"command": FAKE, "args": ["good"], "env": env, "enabled_tools": ["add"]}}),
     );

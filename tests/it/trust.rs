@@ -36,7 +36,7 @@ fn write(path: &Path, v: &Value) {
     std::fs::write(path, v.to_string()).unwrap_or_else(|e| panic!("{e}"));
 }
 
-fn user_config(home: &Path) -> PathBuf {
+fn user_file(home: &Path) -> PathBuf {
     home.join("config/edgar/mcp.json")
 }
 
@@ -260,7 +260,7 @@ fn a_project_entry_never_replaces_a_user_server_of_the_same_name() {
     let h = home();
     let mark = h.path().join("project-ran");
     write(
-        &user_config(h.path()),
+        &user_file(h.path()),
         &json!({"mcpServers": {"files": {"command": FAKE, "args": ["good"]}}}),
     );
     write(
@@ -318,7 +318,7 @@ fn tools_that_change_after_approval_are_quarantined_until_approved() {
         ]),
     );
     write(
-        &user_config(h.path()),
+        &user_file(h.path()),
         &json!({"mcpServers": {"rug": {"command": FAKE, "args": ["good"],
             "env": {"FAKE_TOOLS": tools_file.display().to_string()}}}}),
     );
@@ -518,7 +518,7 @@ fn the_policy_is_a_ceiling_user_and_project_config_cannot_raise() {
                 "max_result_bytes": 200}),
     );
     write(
-        &user_config(h.path()),
+        &user_file(h.path()),
         &json!({"mcpServers": {
             "ok": {"command": FAKE, "args": ["good"]},
             "bad": {"command": FAKE, "args": ["bad-mode"]},
@@ -623,7 +623,7 @@ fn the_policy_is_a_ceiling_user_and_project_config_cannot_raise() {
 fn the_audit_trail_records_calls_without_arguments_and_notices_tampering() {
     let h = home();
     write(
-        &user_config(h.path()),
+        &user_file(h.path()),
         &json!({"mcpServers": {"s": {"command": FAKE, "args": ["good"]}}}),
     );
     let e = |args: &[&str]| edgar(h.path(), &[], args);

@@ -78,6 +78,18 @@ impl Run {
     }
 }
 
+/// Writes `servers` as the user's own config under `home` (`$XDG_CONFIG_HOME/edgar/mcp.json`
+/// as [`run`] sets it): trusted, so its servers run without approval.
+pub fn user_config(home: &Path, servers: serde_json::Value) {
+    let dir = home.join("config").join("edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("mcp.json"),
+        serde_json::json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Runs `bin` with `args` in an environment of its own (cache and config under `home`),
 /// feeding `stdin`.
 pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {

@@ -62,7 +62,13 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
     for target in &targets {
         let done = if let Some(held) = config.held(target) {
             match &held.why {
-                Hold::NeedsApproval(entry) => approve_entry(config, entry, yes)?,
+                // One entry that cannot be shown (an unset variable) must not hide the rest.
+                Hold::NeedsApproval(entry) => {
+                    approve_entry(config, entry, yes).unwrap_or_else(|e| {
+                        eprintln!("edgar: {e:#}");
+                        false
+                    })
+                }
                 Hold::Blocked { rule } => {
                     eprintln!("edgar: MCP server '{target}' is blocked by policy: {rule}");
                     false
@@ -170,7 +176,11 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
     };
     match &spec.transport {
         Transport::Stdio {
-            command, env, cwd, ..
+            command,
+            env,
+            cwd,
+            env_inherit,
+            ..
         } => {
             let _ = writeln!(out, "  would run:  {}", target_line(spec));
             let _ = writeln!(
@@ -192,9 +202,17 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
                     origin(raw_env.and_then(|e| e.get(k)))
                 );
             }
+            let inherited = if *env_inherit {
+                "ALL of edgar's environment (env_inherit), keys included".to_owned()
+            } else {
+                format!(
+                    "from edgar's environment only {}",
+                    edgar_host::mcp::INHERITED_ENV.join(", ")
+                )
+            };
             let _ = writeln!(
                 out,
-                "  (the process also inherits edgar's own environment; {} is the program run)",
+                "  inherits:   {inherited}\n  program:    {}",
                 quote(command)
             );
         }
