@@ -448,10 +448,9 @@ fn project_entries(
             Some(p) => Some(base.join(p)),
             None => document.adapter.clone(),
         };
+        // Bounded, regular files only: this runs before anyone approved the entry.
         let adapter = adapter.map(|path| {
-            let sha = std::fs::read(&path)
-                .map(|bytes| crate::trust::sha256_hex(&bytes))
-                .map_err(|e| e.to_string());
+            let sha = crate::guard::read_component(&path).map(|b| crate::trust::sha256_hex(&b));
             (path, sha)
         });
         let digest = entry_digest(
@@ -547,6 +546,10 @@ pub fn read_file(file: &Path) -> Result<Option<Value>, ConfigError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(format!("cannot read: {e}"))),
     };
+    // A FIFO or a device would block the read (a cloned repository can hold either).
+    if !meta.is_file() {
+        return Err(err("not a regular file".into()));
+    }
     if meta.len() > MAX_CONFIG_BYTES {
         return Err(err(format!(
             "{} bytes, over the {MAX_CONFIG_BYTES}-byte limit",

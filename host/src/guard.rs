@@ -686,16 +686,28 @@ fn rejected(subject: &Subject, r: wit::Rejection) -> GuardError {
     }
 }
 
-fn read_component(path: &Path) -> Result<Vec<u8>, String> {
+/// An adapter file's bytes: a regular file (a project could name `/dev/zero` or a FIFO),
+/// read up to [`MAX_ADAPTER_BYTES`] whatever its size claims.
+pub(crate) fn read_component(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
     if meta.len() > MAX_ADAPTER_BYTES {
         return Err(format!(
             "{} bytes, over the {MAX_ADAPTER_BYTES}-byte limit",
             meta.len()
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_ADAPTER_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_ADAPTER_BYTES {
+        return Err(format!("over the {MAX_ADAPTER_BYTES}-byte limit"));
+    }
     if wasmtime::Engine::detect_precompiled(&bytes).is_some() {
         return Err("a precompiled artifact; give the .wasm component instead".into());
     }

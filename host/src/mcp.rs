@@ -90,7 +90,7 @@ pub enum McpError {
     Blocked { server: String, rule: String },
     /// The tool differs from what was pinned (or is new) and waits for a human.
     #[error(
-        "tool '{tool}' of MCP server '{server}' is quarantined ({change} since it was pinned): review it with `edgar mcp approve {server}`"
+        "tool {tool} of MCP server '{server}' is quarantined ({change} since it was pinned): review it with `edgar mcp approve {server}`"
     )]
     Quarantined {
         server: String,

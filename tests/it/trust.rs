@@ -497,7 +497,7 @@ async fn a_list_changed_mid_session_quarantines_the_changed_tool() {
     assert_eq!(q.len(), 1, "{q:?}");
     assert_eq!(q[0].change, "description changed");
     match session.call("live__echo", json!({"text": "after"})).await {
-        Err(McpError::Quarantined { tool, .. }) => assert_eq!(tool, "echo"),
+        Err(McpError::Quarantined { tool, .. }) => assert_eq!(tool, "'echo'"),
         other => panic!("expected a quarantine, got {other:?}"),
     }
     let names = session.tool_names().await.0;

@@ -396,3 +396,40 @@ fn elicitation_defaults_are_opt_in_per_server() {
     .unwrap_or_default();
     assert!(e.contains("field 'elicitation'"), "{e}");
 }
+
+#[test]
+fn a_project_cannot_make_loading_read_forever() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // An adapter path naming a device: hashed for the approval digest without reading it.
+    write(
+        d.path(),
+        ".mcp.json",
+        r#"{"mcpServers": {"p": {"command": "x", "adapter": "/dev/zero"}}}"#,
+    );
+    let c = load(None, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    let Some(Held {
+        why: Hold::NeedsApproval(entry),
+        ..
+    }) = c.held("p")
+    else {
+        panic!("{:?}", c.held)
+    };
+    assert!(
+        matches!(&entry.adapter, Some((_, Err(e))) if e.contains("not a regular file")),
+        "{:?}",
+        entry.adapter
+    );
+    // A FIFO in place of the project file.
+    std::fs::remove_file(d.path().join(".mcp.json")).unwrap_or_else(|e| panic!("{e}"));
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        d.path().join(".mcp.json"),
+        rustix::fs::Mode::from(0o600),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let e = load(None, d.path())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("not a regular file"), "{e}");
+}

@@ -688,7 +688,7 @@ impl Session {
             {
                 return McpError::Quarantined {
                     server: s.spec.name.clone(),
-                    tool: q.tool.clone(),
+                    tool: shown(&q.tool),
                     change: q.change.clone(),
                 };
             }
