@@ -51,6 +51,19 @@ pub const MAX_RESULT_JSON_BYTES: usize = 8 << 20;
 /// The reference adapter, built from `guest-schema/` by `build.rs`.
 static BUILTIN_WASM: &[u8] = include_bytes!(env!("EDGAR_GUEST_WASM"));
 
+/// Whether a harness may use `name` for a tool of its own (a built-in such as
+/// `tool_search`): `[A-Za-z0-9_-]`, 1 to 64 characters, and no `__`. Every server tool's
+/// visible name holds `__` (the host checks it), so no adapter output can take a
+/// built-in's name, whatever built-ins the harness registers.
+pub fn may_be_builtin(name: &str) -> bool {
+    !name.contains("__")
+        && !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
+
 /// The built-in adapter component's bytes: a starting point (and a baseline) for adapter
 /// authors, who can save it and load it as a file.
 pub fn builtin_component() -> &'static [u8] {

@@ -51,10 +51,12 @@ pub(crate) fn name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A model-visible name carries its server's prefix: the text before its first `__` is
+/// A model-visible name carries its server's prefix: it is `HEAD__REST`, where HEAD is
 /// the server's name (with `_` runs collapsed and trimmed, as a sanitizer would), or, for
 /// a hashed name (two or more `__`), at least the first 20 characters of it. So an
-/// adapter for one server can never claim another server's names.
+/// adapter for one server can never claim another server's names, and, since every
+/// server tool's name holds `__`, never a built-in tool's name without one
+/// ([`crate::guard::may_be_builtin`]).
 pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
     /// The shortest server part a hashed name may keep (the reference adapter's cut).
     const MIN_HASHED_PREFIX: usize = 20;
@@ -69,6 +71,7 @@ pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
     let head = name.split("__").next().unwrap_or_default();
     let hashed = name.matches("__").count() >= 2;
     let ok = !head.is_empty()
+        && name.len() > head.len() + 2
         && (head == server
             || head == clean
             || (hashed
@@ -330,6 +333,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_server_tool_can_take_a_name_a_harness_may_use_for_a_builtin() {
+        for builtin in ["tool_search", "read_file", "web-fetch", "github"] {
+            assert!(crate::guard::may_be_builtin(builtin));
+            for server in ["github", "read_file", "tool_search", "a"] {
+                assert!(prefixed(builtin, server).is_err(), "{builtin} via {server}");
+            }
+        }
+        assert!(!crate::guard::may_be_builtin("github__list"));
+        assert!(!crate::guard::may_be_builtin("has space"));
+    }
+
+    #[test]
     fn a_name_carries_its_servers_prefix() {
         for (name, server, ok) in [
             ("github__list", "github", true),
@@ -349,6 +364,8 @@ mod tests {
             ),
             ("list_issues", "github", false),
             ("__x", "github", false),
+            ("github", "github", false),
+            ("github__", "github", false),
         ] {
             assert_eq!(prefixed(name, server).is_ok(), ok, "{name} for {server}");
         }
