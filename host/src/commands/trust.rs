@@ -259,6 +259,12 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
     let _ = writeln!(out, "  digest:     {}", entry.digest);
 }
 
+/// A digest as listed: its first 16 characters, escaped (a pin file on disk may have been
+/// edited into anything, and must not make the listing panic or rewrite the terminal).
+fn short(digest: &str) -> String {
+    escaped(&digest.chars().take(16).collect::<String>())
+}
+
 /// The `${VAR}` names a template uses.
 fn variables(template: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -509,7 +515,7 @@ pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow:
             file.pending.len()
         )?;
         for (tool, p) in &file.tools {
-            writeln!(out, "  {}\t{}", escaped(tool), &p.digest[..16])?;
+            writeln!(out, "  {}\t{}", escaped(tool), short(&p.digest))?;
         }
         for (tool, p) in &file.pending {
             let change = file.tools.get(tool).map_or("new tool".to_owned(), |old| {
@@ -519,7 +525,7 @@ pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow:
                 out,
                 "  {}\t{}\tquarantined: {change}",
                 escaped(tool),
-                &p.digest[..16]
+                short(&p.digest)
             )?;
         }
     }
@@ -732,6 +738,13 @@ mod tests {
         let a: Vec<String> = ["one", "two", "three"].map(String::from).to_vec();
         let b: Vec<String> = ["one", "2", "three", "four"].map(String::from).to_vec();
         assert_eq!(diff(&a, &b), ["  one", "+ 2", "- two", "  three", "+ four"]);
+    }
+
+    #[test]
+    fn an_edited_pin_digest_is_listed_without_panicking() {
+        assert_eq!(short("0123456789abcdef0123"), "0123456789abcdef");
+        assert_eq!(short("ab"), "ab");
+        assert_eq!(short("\u{1b}[2J"), "\\u{1b}[2J");
     }
 
     #[test]

@@ -181,7 +181,7 @@ impl Policy {
                 Ok(d) => {
                     return Some(format!(
                         "allowed_adapters (the adapter {} has sha256 {d})",
-                        path.display()
+                        crate::text::shown(&path.display().to_string())
                     ));
                 }
                 Err(e) => return Some(format!("allowed_adapters (cannot read the adapter: {e})")),
