@@ -11,13 +11,14 @@ mod artifact;
 mod bindings;
 pub(crate) mod check;
 mod engine;
+pub mod limits;
 mod sandbox;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -39,6 +40,10 @@ pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validato
 pub const GUARD_MEMORY_BYTES: usize = 64 << 20;
 /// Longest one adapter call may run before it is interrupted.
 pub const GUARD_DEADLINE: Duration = Duration::from_secs(1);
+/// Longest one server's whole `tools/list` may keep an adapter busy: the per-call
+/// deadline alone would let 10,000 slow tools hold a thread for hours. The reference
+/// adapter needs about 40 ms for a thousand tools.
+pub const GUARD_BATCH_DEADLINE: Duration = Duration::from_secs(10);
 /// Largest third-party adapter component accepted.
 pub const MAX_ADAPTER_BYTES: u64 = 32 << 20;
 /// Largest server or tool name handed to an adapter.
@@ -430,7 +435,9 @@ impl Adapter {
     }
 
     /// Accepts a whole `tools/list` reply's tools in one sandboxed instance (a fresh
-    /// one after any failure). Two tools given the same name keep only the first.
+    /// one after any failure), within [`GUARD_BATCH_DEADLINE`]. Two tools given the same
+    /// name keep only the first. One result per tool, except that a batch that runs out
+    /// of time ends with a single error standing for every tool not yet examined.
     pub fn accept_tools(
         &self,
         server: &str,
@@ -451,11 +458,23 @@ impl Adapter {
                     .collect();
             }
         };
+        session.batch_ends = Some(Instant::now() + GUARD_BATCH_DEADLINE);
         let mut names: HashMap<String, String> = HashMap::new();
-        tools
-            .iter()
-            .map(|t| {
-                let tool = session.accept(server, t)?;
+        let mut out = Vec::with_capacity(tools.len());
+        for (i, t) in tools.iter().enumerate() {
+            if session.batch_spent() {
+                out.push(Err(GuardError::Failed {
+                    subject: Subject::new(server, None),
+                    reason: format!(
+                        "ran past its {} s limit for one tool list; {} of {} tools were not examined",
+                        GUARD_BATCH_DEADLINE.as_secs(),
+                        tools.len() - i,
+                        tools.len()
+                    ),
+                }));
+                break;
+            }
+            out.push(session.accept(server, t).and_then(|tool| {
                 if let Some(first) = names.get(&tool.name) {
                     return Err(GuardError::BadOutput {
                         subject: Subject::new(server, Some(&tool.tool)),
@@ -468,8 +487,9 @@ impl Adapter {
                 }
                 names.insert(tool.name.clone(), tool.tool.clone());
                 Ok(tool)
-            })
-            .collect()
+            }));
+        }
+        out
     }
 
     /// Converts one `CallToolResult` (JSON text) from `tool` on `server`.
@@ -543,6 +563,8 @@ impl Adapter {
 struct Session<'a> {
     adapter: &'a Adapter,
     live: Option<Live>,
+    /// When a batch's time runs out; each call's deadline is cut to fit within it.
+    batch_ends: Option<Instant>,
     _ticking: engine::Ticking,
 }
 
@@ -551,8 +573,30 @@ impl<'a> Session<'a> {
         Ok(Session {
             adapter,
             live: None,
+            batch_ends: None,
             _ticking: engine::Ticking::start(),
         })
+    }
+
+    fn batch_spent(&self) -> bool {
+        self.batch_ends.is_some_and(|ends| Instant::now() >= ends)
+    }
+
+    /// Epoch ticks the next call may run: the per-call deadline, or less when the
+    /// batch has less left (then `true`).
+    fn ticks(&self) -> (u64, bool) {
+        let call = engine::deadline_ticks();
+        match self.batch_ends {
+            Some(ends) => {
+                let left = engine::ticks(ends.saturating_duration_since(Instant::now()));
+                if left < call {
+                    (left, true)
+                } else {
+                    (call, false)
+                }
+            }
+            None => (call, false),
+        }
     }
 
     /// Runs `f` on a live instance under the deadline, mapping any failure to a
@@ -562,16 +606,32 @@ impl<'a> Session<'a> {
         subject: &Subject,
         f: impl FnOnce(&wit::Guest, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, GuardError> {
+        let (ticks, cut) = self.ticks();
+        let failure = |e: &wasmtime::Error| {
+            if cut
+                && matches!(
+                    e.downcast_ref::<wasmtime::Trap>(),
+                    Some(wasmtime::Trap::Interrupt)
+                )
+            {
+                format!(
+                    "ran past its {} s limit for one tool list",
+                    GUARD_BATCH_DEADLINE.as_secs()
+                )
+            } else {
+                engine::describe_failure(e)
+            }
+        };
         if self.live.is_none() {
             let mut store = sandbox::store(self.adapter.pre.engine());
-            store.set_epoch_deadline(engine::deadline_ticks());
+            store.set_epoch_deadline(ticks);
             let instance =
                 self.adapter
                     .pre
                     .instantiate(&mut store)
                     .map_err(|e| GuardError::Failed {
                         subject: subject.clone(),
-                        reason: format!("cannot instantiate: {e}"),
+                        reason: format!("cannot instantiate: {}", failure(&e)),
                     })?;
             self.live = Some((store, instance));
         }
@@ -581,14 +641,14 @@ impl<'a> Session<'a> {
                 reason: "no instance".into(),
             });
         };
-        store.set_epoch_deadline(engine::deadline_ticks());
+        store.set_epoch_deadline(ticks);
         let result = f(instance.edgar_schema_adapter(), store);
         sandbox::log_guest_output(store, &self.adapter.label);
         result.map_err(|e| {
             self.live = None;
             GuardError::Failed {
                 subject: subject.clone(),
-                reason: engine::describe_failure(&e),
+                reason: failure(&e),
             }
         })
     }

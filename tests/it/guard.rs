@@ -145,6 +145,58 @@ fn a_memory_bomb_is_stopped() {
 }
 
 #[test]
+fn memory_is_budgeted_across_all_of_an_adapters_memories() {
+    // Eight memories of 16 MiB: each under the cap, together twice it.
+    let a = guard()
+        .adapter(&AdapterSource::File(test_adapter("hostile-memories")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = err_text(a.tool_name("s", "t"));
+    assert!(e.contains("more than 64 MiB of memory"), "{e}");
+}
+
+#[test]
+fn table_growth_is_budgeted() {
+    let a = guard()
+        .adapter(&AdapterSource::File(test_adapter("hostile-tables")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = err_text(a.tool_name("s", "t"));
+    assert!(e.contains("more than 65536 table elements"), "{e}");
+}
+
+#[test]
+fn host_resources_an_adapter_holds_are_bounded() {
+    let a = misbehaving();
+    let e = err_text(a.tool_name("s", "handles"));
+    assert!(e.contains("more than 256 host resources"), "{e}");
+    still_works(&a);
+}
+
+#[test]
+fn a_whole_tool_list_has_one_deadline() {
+    // Each tool runs into the 1 s per-call limit; the list as a whole stops at 10 s
+    // and says how many tools it never looked at.
+    let a = misbehaving();
+    let tools: Vec<String> = (0..30).map(|i| format!(r#"{{"name": "t{i}"}}"#)).collect();
+    let out = a.accept_tools("loop", &tools);
+    assert!(out.len() < tools.len(), "{} results", out.len());
+    let last = out
+        .last()
+        .and_then(|r| r.as_ref().err())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(
+        last.contains("10 s limit for one tool list") && last.contains("were not examined"),
+        "{last}"
+    );
+    assert!(
+        out[..out.len() - 1]
+            .iter()
+            .all(|r| r.as_ref().is_err_and(|e| e.to_string().contains("limit"))),
+    );
+    still_works(&a);
+}
+
+#[test]
 fn a_panic_and_a_stack_overflow_are_contained() {
     let a = misbehaving();
     assert!(err_text(a.tool_name("s", "trap")).contains("trapped"));

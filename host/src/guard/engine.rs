@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, ResourceTableError};
 use wasmtime::{Config, Engine, OptLevel, Trap};
 
 use super::GUARD_DEADLINE;
 use super::bindings::{ADAPTER_EXPORT, SchemaAdapterPre};
+use super::limits::{LimitExceeded, MAX_HOST_RESOURCES};
 use super::sandbox::HostState;
 
 /// How often the epoch advances while guests run; the deadline overshoots by at most this.
@@ -47,7 +48,14 @@ pub(super) fn engine() -> Result<&'static Engine, String> {
 
 /// Epoch ticks in [`GUARD_DEADLINE`].
 pub(super) fn deadline_ticks() -> u64 {
-    (GUARD_DEADLINE.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    ticks(GUARD_DEADLINE)
+}
+
+/// Epoch ticks in `d`, at least one.
+pub(super) fn ticks(d: Duration) -> u64 {
+    u64::try_from(d.as_millis() / EPOCH_TICK.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// Advances the epoch every [`EPOCH_TICK`] while any session is active and parks
@@ -143,16 +151,18 @@ pub(super) fn describe_failure(err: &wasmtime::Error) -> String {
         }
         Some(Trap::StackOverflow) => "overflowed its stack".into(),
         Some(trap) => format!("trapped: {trap}"),
-        None => {
-            let root = err.root_cause().to_string();
-            if root.contains("forcing trap when growing memory") {
+        None => match err.downcast_ref::<LimitExceeded>() {
+            Some(limit) => limit.to_string(),
+            None if matches!(
+                err.root_cause().downcast_ref::<ResourceTableError>(),
+                Some(ResourceTableError::Full)
+            ) =>
+            {
                 format!(
-                    "tried to use more than {} MiB of memory",
-                    super::GUARD_MEMORY_BYTES >> 20
+                    "tried to hold more than {MAX_HOST_RESOURCES} host resources (streams, pollables) open"
                 )
-            } else {
-                format!("{err:#}")
             }
-        }
+            None => format!("{err:#}"),
+        },
     }
 }

@@ -1,5 +1,5 @@
 //! The guest's world: a WASI context with no preopens, environment, network, clock or
-//! randomness, output captured into bounded buffers, and a memory limit.
+//! randomness, output captured into bounded buffers, and the store-wide budget.
 
 use std::io;
 use std::pin::Pin;
@@ -10,21 +10,21 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use super::GUARD_MEMORY_BYTES;
+use super::limits::{MAX_HOST_RESOURCES, StoreBudget};
 
 /// Bytes of a guest's stdout and of its stderr kept for the log; the rest is counted.
 const GUEST_OUTPUT_BYTES: usize = 16 << 10;
 
-/// Per-store state: the locked-down WASI context and the limits.
+/// Per-store state: the locked-down WASI context and the budget.
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    budget: StoreBudget,
     stdout: BoundedSink,
     stderr: BoundedSink,
 }
@@ -54,24 +54,19 @@ pub(super) fn store(engine: &Engine) -> Store<HostState> {
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .build();
-    let limits = StoreLimitsBuilder::new()
-        .memory_size(GUARD_MEMORY_BYTES)
-        .instances(32)
-        .tables(32)
-        .memories(8)
-        .trap_on_grow_failure(true)
-        .build();
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HOST_RESOURCES);
     let mut store = Store::new(
         engine,
         HostState {
             wasi,
-            table: ResourceTable::new(),
-            limits,
+            table,
+            budget: StoreBudget::default(),
             stdout,
             stderr,
         },
     );
-    store.limiter(|s| &mut s.limits);
+    store.limiter(|s| &mut s.budget);
     store.epoch_deadline_trap();
     store
 }

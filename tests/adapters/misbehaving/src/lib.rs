@@ -3,7 +3,8 @@
 //!
 //! `tool-name(_, X)`, `to-schema(X, _)` and `to-result(X)` pick the behaviour by X:
 //! `loop`, `bomb` (memory), `trap` (panic), `stack` (deep recursion), `print` (floods
-//! stdout and stderr), and output-specific lies; anything else behaves.
+//! stdout and stderr), `handles` (asks the host for stream after stream and never drops
+//! them), and output-specific lies; anything else behaves.
 #![cfg(target_arch = "wasm32")]
 // wit-bindgen's generated export glue is `unsafe`.
 #![allow(unsafe_code)]
@@ -37,6 +38,9 @@ fn misbehave(how: &str) {
                 eprintln!("chatty adapter line on stderr, over and over");
             }
         }
+        "handles" => loop {
+            std::mem::forget(std::hint::black_box(wasip2::cli::stdout::get_stdout()));
+        },
         _ => {}
     }
 }
