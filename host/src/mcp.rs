@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::guard::GuardError;
 
-pub use connection::{ClientHandler, NoHandler};
+pub use connection::{ClientHandler, MAX_SERVER_REQUESTS, NoHandler};
 pub use protocol::PROTOCOL;
 pub use stdio::INHERITED_ENV;
 

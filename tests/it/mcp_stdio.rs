@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgar_host::config::{Config, ServerSpec, Transport};
@@ -356,6 +357,85 @@ async fn requests_from_the_server_are_answered_or_declined() {
     assert!(root.starts_with("file:///"), "{answers:?}");
     assert_eq!(answers[2]["error"]["code"], -32601);
     assert_eq!(answers[3]["error"]["code"], -32601);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_storm_of_list_changed_is_coalesced() {
+    // The server says its list changed after every tools/list, for ever: refreshes must
+    // not follow it as fast as it can go.
+    let h = Harness::fake("list-storm");
+    assert!(h.session.tools("fake").await.is_ok());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let out = h
+        .session
+        .call("fake__echo", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lists: u64 = text_of(&out).parse().unwrap_or(u64::MAX);
+    // One discovery, then at most one refresh a second (with room for a slow machine).
+    assert!(
+        (2..=5).contains(&lists),
+        "{lists} tools/list requests in 2.5 s"
+    );
+    h.close().await;
+}
+
+/// Takes its time over each elicitation, as a human would.
+struct SlowHuman;
+impl edgar_host::mcp::ClientHandler for SlowHuman {
+    fn supports_elicitation(&self) -> bool {
+        true
+    }
+    fn elicit(&self, _server: &str, _params: &Value) -> Option<Value> {
+        std::thread::sleep(Duration::from_millis(500));
+        Some(json!({"action": "decline"}))
+    }
+}
+
+#[tokio::test]
+async fn a_server_cannot_queue_unbounded_requests_to_the_client() {
+    let mut h = Harness::fake("request-flood");
+    let dir = h.dir.path().to_owned();
+    let mut opts = SessionOptions::new(dir.clone(), Some(dir.join("cache")));
+    opts.handler = Arc::new(SlowHuman);
+    let config = Config {
+        servers: vec![{
+            let mut s = spec(
+                "fake",
+                FAKE,
+                &["request-flood"],
+                &[("EDGAR_TEST_TAG", h.tag.clone())],
+            );
+            s.startup_timeout = Duration::from_secs(3);
+            s
+        }],
+        ..Default::default()
+    };
+    h.session = Session::new(&config, opts);
+    let out = h
+        .session
+        .call("fake__ask_client", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let answers: Vec<Value> =
+        serde_json::from_str(&text_of(&out)).unwrap_or_else(|e| panic!("{e}"));
+    let handled = answers
+        .iter()
+        .filter(|a| a["result"]["action"] == "decline")
+        .count();
+    let refused: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a["error"]["code"] == -32603)
+        .collect();
+    assert_eq!(handled, edgar_host::mcp::MAX_SERVER_REQUESTS, "{answers:?}");
+    assert_eq!(refused.len(), 10 - handled, "{answers:?}");
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already handling 4")),
+        "{answers:?}"
+    );
     h.close().await;
 }
 

@@ -41,6 +41,9 @@ pub const MAX_TOOLS_BYTES_PER_SERVER: usize = 32 << 20;
 const INLINE_GUARD_BYTES: usize = 64 << 10;
 /// Most validation errors reported for one call.
 const MAX_ARGUMENT_ERRORS: usize = 10;
+/// Least time between two refreshes after `notifications/tools/list_changed`: a server
+/// that says so in a loop gets one refresh a second, not one per message.
+const LIST_CHANGED_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a session runs its servers.
 #[derive(Clone)]
@@ -1034,7 +1037,12 @@ impl Session {
         let audit = self.opts.audit.clone();
         let quarantined = server.quarantined.clone();
         tokio::spawn(async move {
+            let mut first = true;
             loop {
+                if !first {
+                    tokio::time::sleep(LIST_CHANGED_MIN_INTERVAL).await;
+                }
+                first = false;
                 notify.notified().await;
                 let Some(running) = weak.upgrade() else {
                     return;

@@ -10,11 +10,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 use super::McpError;
 use super::protocol::{self, Incoming, METHOD_NOT_FOUND, RpcError};
 use crate::text::{shown, shown_message};
+
+/// Requests from one server (elicitation, sampling) being handled at once; each may wait
+/// for a human or hold a blocking thread, so a server cannot queue thousands. More are
+/// refused at once with an error the server can retry on.
+pub const MAX_SERVER_REQUESTS: usize = 4;
+/// JSON-RPC "internal error": the answer to a request over [`MAX_SERVER_REQUESTS`].
+const INTERNAL_ERROR: i64 = -32603;
 
 /// What a transport hands the connection.
 #[derive(Debug)]
@@ -135,6 +142,7 @@ struct Shared {
     closed: Mutex<Option<String>>,
     next_id: AtomicU64,
     list_changed: Arc<Notify>,
+    server_requests: Arc<Semaphore>,
 }
 
 impl Connection {
@@ -145,6 +153,7 @@ impl Connection {
             closed: Mutex::new(None),
             next_id: AtomicU64::new(1),
             list_changed: Arc::new(Notify::new()),
+            server_requests: Arc::new(Semaphore::new(MAX_SERVER_REQUESTS)),
         });
         tokio::spawn(dispatch(
             server.to_owned(),
@@ -296,7 +305,7 @@ async fn dispatch(
                     tracing::debug!(server, "ignoring a response with an id edgar never sent");
                 }
                 Incoming::Request { id, method, params } => {
-                    answer(&server, id, &method, params, &outgoing, &ctx).await;
+                    answer(&server, id, &method, params, &outgoing, &ctx, &shared).await;
                 }
                 Incoming::Notification { method, params } => {
                     notification(&server, &method, &params, &shared)
@@ -345,6 +354,7 @@ async fn answer(
     params: Value,
     outgoing: &mpsc::Sender<Outbound>,
     ctx: &Context,
+    shared: &Shared,
 ) {
     let reply = match method {
         "ping" => protocol::response(&id, json!({})),
@@ -363,6 +373,21 @@ async fn answer(
             protocol::response(&id, json!({ "roots": roots }))
         }
         "elicitation/create" | "sampling/createMessage" => {
+            let Ok(permit) = shared.server_requests.clone().try_acquire_owned() else {
+                tracing::warn!(
+                    server,
+                    "refusing {method}: {MAX_SERVER_REQUESTS} requests from this server are already waiting"
+                );
+                let reply = protocol::error_response(
+                    &id,
+                    INTERNAL_ERROR,
+                    &format!(
+                        "edgar is already handling {MAX_SERVER_REQUESTS} requests from this server; retry later"
+                    ),
+                );
+                let _ = outgoing.send(Outbound::reply(reply)).await;
+                return;
+            };
             // The handler may wait for a human, so it runs elsewhere and answers later.
             let handler = ctx.handler.clone();
             let (server, method, outgoing) =
@@ -389,6 +414,7 @@ async fn answer(
                     ),
                 };
                 let _ = outgoing.send(Outbound::reply(reply)).await;
+                drop(permit);
             });
             return;
         }

@@ -38,6 +38,7 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let mut page = 0u64;
     let mut changed = false;
+    let mut lists = 0u64;
     let mut input = stdin.lock();
     let mut line = String::new();
     loop {
@@ -74,6 +75,19 @@ fn main() {
                 }
             },
             "tools/list" => {
+                lists += 1;
+                if mode == "list-storm" {
+                    // Each answer is followed by "my list changed", for ever.
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool("echo")]}}),
+                    );
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                    );
+                    continue;
+                }
                 if mode == "deep" {
                     let depth = 100_000;
                     let _ = writeln!(
@@ -132,6 +146,19 @@ fn main() {
                     "die" => {
                         eprintln!("fake server: dying in the middle of a call");
                         std::process::exit(3);
+                    }
+                    "echo" if mode == "list-storm" => text(&lists.to_string()),
+                    "ask_client" if mode == "request-flood" => {
+                        // Ten elicitations at once, before reading any answer.
+                        for i in 0..10 {
+                            send(
+                                &mut out,
+                                &json!({"jsonrpc": "2.0", "id": format!("f{i}"), "method": "elicitation/create",
+                                        "params": {"message": "flood", "requestedSchema": {"type": "object", "properties": {}}}}),
+                            );
+                        }
+                        let answers: Vec<Value> = (0..10).map(|_| read_reply(&mut input)).collect();
+                        text(&serde_json::to_string(&answers).unwrap_or_default())
                     }
                     "ask_client" => {
                         let mut answers = Vec::new();
