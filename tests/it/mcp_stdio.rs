@@ -324,6 +324,14 @@ async fn wrong_ids_end_in_a_timeout() {
 }
 
 #[tokio::test]
+async fn a_list_of_millions_of_tiny_values_is_counted_before_it_is_built() {
+    let h = Harness::fake("tiny-values");
+    let e = err(h.session.tools("fake").await);
+    assert!(e.to_string().contains("more than 5000 tools"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
 async fn endless_pagination_is_cut_off() {
     let h = Harness::fake("endless-pages");
     let e = err(h.session.tools("fake").await);

@@ -602,9 +602,10 @@ impl Session {
         {
             return Err(self.not_found(name));
         }
-        let result = running
+        // The result stays the text the server sent: the guard reads it as is.
+        let text = running
             .conn
-            .request(
+            .request_raw(
                 "tools/call",
                 json!({"name": tool.tool(), "arguments": arguments}),
                 server.spec.tool_timeout,
@@ -612,34 +613,34 @@ impl Session {
             .await?;
         let adapter = self.adapter(server).await?;
         let (server_name, tool_name) = (tool.server().to_owned(), tool.tool().to_owned());
-        let text = result.to_string();
-        record.result_bytes = text.len() as u64;
+        record.result_bytes = text.get().len() as u64;
         if let Some(max) = server.spec.tool_policy.max_result_bytes
-            && text.len() as u64 > max
+            && text.get().len() as u64 > max
         {
             return Err(McpError::Blocked {
                 server: server_name,
                 rule: format!(
                     "max_result_bytes (the result of {} has {} bytes; the limit is {max})",
                     tool.name(),
-                    text.len()
+                    text.get().len()
                 ),
             });
         }
         // The built-in adapter converts a small result in microseconds (its work is linear
         // in the input): inline is cheaper than any hand-off. Anything else runs off the
         // async workers, bounded by the guard's deadline.
-        let out =
-            if server.spec.adapter == AdapterSource::Builtin && text.len() <= INLINE_GUARD_BYTES {
-                adapter.to_result(&server_name, &tool_name, &text)?
-            } else {
-                run_guard(move || adapter.to_result(&server_name, &tool_name, &text))
-                    .await
-                    .map_err(|reason| McpError::Start {
-                        server: tool.server().to_owned(),
-                        reason,
-                    })??
-            };
+        let out = if server.spec.adapter == AdapterSource::Builtin
+            && text.get().len() <= INLINE_GUARD_BYTES
+        {
+            adapter.to_result(&server_name, &tool_name, text.get())?
+        } else {
+            run_guard(move || adapter.to_result(&server_name, &tool_name, text.get()))
+                .await
+                .map_err(|reason| McpError::Start {
+                    server: tool.server().to_owned(),
+                    reason,
+                })??
+        };
         Ok(out)
     }
 
@@ -1159,13 +1160,22 @@ async fn run_guard<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
     }
 }
 
+/// One `tools/list` result, its parts undecoded.
+#[derive(serde::Deserialize)]
+struct Page<'a> {
+    #[serde(borrow)]
+    tools: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, rename = "nextCursor")]
+    next_cursor: Option<&'a serde_json::value::RawValue>,
+}
+
 /// `tools/list`, following `nextCursor` up to [`MAX_PAGES`]; each tool as JSON text.
 async fn list_tools(
     server: &str,
     conn: &Connection,
     timeout: Duration,
 ) -> Result<Vec<String>, McpError> {
-    let protocol = |reason: String| McpError::Protocol {
+    let bad = |reason: String| McpError::Protocol {
         server: server.to_owned(),
         reason,
     };
@@ -1177,39 +1187,46 @@ async fn list_tools(
         let params = cursor
             .as_ref()
             .map_or(json!({}), |c| json!({ "cursor": c }));
-        let result = conn.request("tools/list", params, timeout).await?;
-        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
-            return Err(protocol("its tools/list result has no tools list".into()));
+        // Each tool stays the text the server sent (the guard reads text), and the
+        // count and bytes are checked before anything is kept.
+        let result = conn.request_raw("tools/list", params, timeout).await?;
+        let page: Page<'_> = serde_json::from_str(result.get())
+            .map_err(|e| bad(format!("its tools/list result does not decode ({e})")))?;
+        let Some(tools) = page.tools else {
+            return Err(bad("its tools/list result has no tools list".into()));
         };
+        let room = MAX_TOOLS_PER_SERVER - raw.len();
+        let tools = super::protocol::elements(tools.get(), room).map_err(|e| {
+            bad(if e.starts_with("holds more than") {
+                format!("it lists more than {MAX_TOOLS_PER_SERVER} tools")
+            } else {
+                format!("its tools list {e}")
+            })
+        })?;
         for t in tools {
-            let text = t.to_string();
-            bytes += text.len();
+            bytes += t.get().len();
             if bytes > MAX_TOOLS_BYTES_PER_SERVER {
-                return Err(protocol(format!(
+                return Err(bad(format!(
                     "its tools/list pages hold more than {} MiB of tool definitions",
                     MAX_TOOLS_BYTES_PER_SERVER >> 20
                 )));
             }
-            raw.push(text);
+            raw.push(t.get().to_owned());
         }
-        if raw.len() > MAX_TOOLS_PER_SERVER {
-            return Err(protocol(format!(
-                "it lists more than {MAX_TOOLS_PER_SERVER} tools"
-            )));
-        }
-        match result.get("nextCursor") {
-            Some(Value::String(c)) if !c.is_empty() => {
+        match page
+            .next_cursor
+            .and_then(|c| serde_json::from_str::<String>(c.get()).ok())
+        {
+            Some(c) if !c.is_empty() => {
                 if !seen.insert(c.clone()) {
-                    return Err(protocol(
-                        "its tools/list pagination repeats a cursor".into(),
-                    ));
+                    return Err(bad("its tools/list pagination repeats a cursor".into()));
                 }
-                cursor = Some(c.clone());
+                cursor = Some(c);
             }
             _ => return Ok(raw),
         }
     }
-    Err(protocol(format!(
+    Err(bad(format!(
         "its tools/list goes on for more than {MAX_PAGES} pages"
     )))
 }

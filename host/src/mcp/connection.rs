@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
@@ -22,12 +23,14 @@ use crate::text::{shown, shown_message};
 pub const MAX_SERVER_REQUESTS: usize = 4;
 /// JSON-RPC "internal error": the answer to a request over [`MAX_SERVER_REQUESTS`].
 const INTERNAL_ERROR: i64 = -32603;
+/// JSON-RPC "invalid request": the answer to a request too large or deep to decode.
+const INVALID_REQUEST: i64 = -32600;
 
 /// What a transport hands the connection.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// One decoded JSON message (or batch).
-    Message(Value),
+    /// One message (or batch), classified by `protocol::classify`.
+    Message(Vec<Incoming>),
     /// The transport could not deliver request `id` or its answer (an HTTP error, a
     /// broken stream, a sign-in challenge); that request fails with `error`.
     Failed { id: u64, error: McpError },
@@ -133,7 +136,7 @@ pub(crate) struct Connection {
 
 /// How a pending request ended.
 enum Outcome {
-    Answer(Result<Value, RpcError>),
+    Answer(Result<Box<RawValue>, RpcError>),
     Failed(McpError),
 }
 
@@ -169,14 +172,32 @@ impl Connection {
         }
     }
 
-    /// Sends a request and waits for its answer, at most `timeout` (including the time
-    /// to hand the message to a server that is slow to read).
+    /// Sends a request and waits for its answer, decoded, at most `timeout`.
     pub(crate) async fn request(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, McpError> {
+        let raw = self.request_raw(method, params, timeout).await?;
+        serde_json::from_str(raw.get()).map_err(|e| McpError::Protocol {
+            server: self.server.clone(),
+            reason: if protocol::is_too_deep(&e) {
+                format!("its answer to {method} is nested deeper than 128 levels, which edgar does not decode")
+            } else {
+                format!("its answer to {method} does not decode ({e})")
+            },
+        })
+    }
+
+    /// Sends a request and waits for its answer as JSON text, at most `timeout`
+    /// (including the time to hand the message to a server that is slow to read).
+    pub(crate) async fn request_raw(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, McpError> {
         self.check_open()?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -265,26 +286,17 @@ async fn dispatch(
     shared: Arc<Shared>,
     ctx: Context,
 ) {
-    let mut ignored = 0u64;
     let reason = loop {
         let Some(event) = events.recv().await else {
             break "the transport ended".to_owned();
         };
-        let message = match event {
+        let messages = match event {
             Event::Closed(reason) => break reason,
             Event::Message(m) => m,
             Event::Failed { id, error } => {
                 if let Some(waiter) = lock(&shared.pending).remove(&id) {
                     let _ = waiter.send(Outcome::Failed(error));
                 }
-                continue;
-            }
-        };
-        let messages = match protocol::classify(message) {
-            Ok(m) => m,
-            Err(what) => {
-                ignored += 1;
-                tracing::debug!(server, "ignoring {what}");
                 continue;
             }
         };
@@ -307,19 +319,17 @@ async fn dispatch(
                 Incoming::Request { id, method, params } => {
                     answer(&server, id, &method, params, &outgoing, &ctx, &shared).await;
                 }
+                Incoming::Refused { id, reason } => {
+                    tracing::debug!(server, "refusing {reason}");
+                    let reply = protocol::error_response(&id, INVALID_REQUEST, &reason);
+                    let _ = outgoing.send(Outbound::reply(reply)).await;
+                }
                 Incoming::Notification { method, params } => {
                     notification(&server, &method, &params, &shared)
                 }
             }
         }
     };
-    if ignored > 0 {
-        tracing::debug!(
-            server,
-            ignored,
-            "messages ignored over the connection's life"
-        );
-    }
     *lock(&shared.closed) = Some(reason);
     // Dropping the waiters wakes every pending request with the closed reason.
     lock(&shared.pending).clear();

@@ -43,10 +43,7 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
                 "a request line is over the message size limit",
             ));
         }
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let Ok(messages) = protocol::classify(message) else {
+        let Ok(messages) = protocol::decode(line.as_bytes()) else {
             continue;
         };
         for m in messages {

@@ -53,6 +53,7 @@ const MAX_AUTH_RETRIES: usize = 3;
 use wire::{Body, Reply};
 
 use super::connection::{Event, Link, Outbound};
+use super::protocol::Incoming;
 use crate::text::{shown, shown_message};
 
 /// Largest JSON body or single event accepted from a server.
@@ -425,9 +426,11 @@ impl Shared {
         }
         match wire::body_kind(&response) {
             Body::Json => {
-                let value = wire::read_json(response).await?;
-                self.note_initialized(message, &value);
-                self.emit(Event::Message(value)).await;
+                let body = wire::read_body(response).await?;
+                let messages = super::protocol::decode(&body)
+                    .map_err(|what| Reply::Failed(format!("it answered with {what}")))?;
+                self.note_initialized(message, &messages);
+                self.emit(Event::Message(messages)).await;
                 Ok(())
             }
             Body::EventStream => {
@@ -469,16 +472,23 @@ impl Shared {
     }
 
     /// Remembers the negotiated version from the answer to `initialize`.
-    fn note_initialized(&self, message: &Outbound, value: &Value) {
+    fn note_initialized(&self, message: &Outbound, messages: &[Incoming]) {
+        #[derive(serde::Deserialize)]
+        struct Initialized {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: String,
+        }
         if !message.is("initialize") {
             return;
         }
-        let version = value
-            .get("result")
-            .and_then(|r| r.get("protocolVersion"))
-            .and_then(Value::as_str)
-            .and_then(|v| HeaderValue::from_str(v).ok());
-        if let Some(v) = version {
+        let version = messages.iter().find_map(|m| match m {
+            Incoming::Response {
+                id,
+                outcome: Ok(result),
+            } if *id == message.request => serde_json::from_str::<Initialized>(result.get()).ok(),
+            _ => None,
+        });
+        if let Some(v) = version.and_then(|v| HeaderValue::from_str(&v.protocol_version).ok()) {
             *lock(&self.protocol) = Some(v);
         }
     }
@@ -530,19 +540,16 @@ impl Shared {
                 if data.trim().is_empty() {
                     continue;
                 }
-                let value = match serde_json::from_str::<Value>(&data) {
-                    Ok(v) => v,
-                    Err(e) if super::protocol::is_too_deep(&e) => {
-                        return Err(Reply::Failed(super::protocol::TOO_DEEP.into()));
-                    }
+                let messages = match super::protocol::decode(data.as_bytes()) {
+                    Ok(m) => m,
                     Err(_) => {
                         end.not_json += 1;
                         continue;
                     }
                 };
-                let answers = want.is_some() && answers(&value, want);
-                self.note_initialized(message, &value);
-                self.emit(Event::Message(value)).await;
+                let answers = want.is_some() && answers(&messages, want);
+                self.note_initialized(message, &messages);
+                self.emit(Event::Message(messages)).await;
                 if answers {
                     end.answered = true;
                 }
@@ -666,7 +673,7 @@ impl Shared {
         // The answer is ours alone: read it without delivering it.
         match wire::body_kind(&response) {
             Body::Json => {
-                wire::read_json(response).await?;
+                wire::read_body(response).await?;
             }
             _ => {
                 let mut r = response;
@@ -746,13 +753,11 @@ pub(super) async fn send_with_auth(
     }
 }
 
-/// Whether `value` (a message or batch) is the answer to request `want`.
-fn answers(value: &Value, want: Option<u64>) -> bool {
-    let is = |m: &Value| m.get("method").is_none() && m.get("id").and_then(Value::as_u64) == want;
-    match value {
-        Value::Array(items) => items.iter().any(is),
-        m => is(m),
-    }
+/// Whether `messages` (a message or batch) hold the answer to request `want`.
+fn answers(messages: &[Incoming], want: Option<u64>) -> bool {
+    messages
+        .iter()
+        .any(|m| matches!(m, Incoming::Response { id, .. } if *id == want))
 }
 
 /// How an event stream ended.

@@ -1,10 +1,11 @@
 //! Sans-IO JSON-RPC 2.0 for MCP: building outgoing messages and classifying incoming ones.
 
-use serde_json::{Value, json};
+use std::fmt;
 
-/// Why a message nested deeper than the JSON parser's limit (128) fails its exchange.
-pub(crate) const TOO_DEEP: &str =
-    "it sent a message nested deeper than 128 levels, which edgar does not decode";
+use serde::Deserialize;
+use serde::de::{Deserializer as _, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 /// Whether a parse failed on the nesting limit (the one syntax error that a well-formed,
 /// hostile message produces).
@@ -19,19 +20,33 @@ pub const PROTOCOL: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 
+/// Largest request or notification from a server that is decoded: they carry small
+/// things (a ping, a log line, an elicitation form). Only responses may be as large as a
+/// transport's message limit, and their `result` is kept as text, never built into a tree.
+pub const MAX_CONTROL_BYTES: usize = 1 << 20;
+/// Most messages in one JSON-RPC batch.
+pub const MAX_BATCH: usize = 1000;
+
 /// One message from a server.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Incoming {
     /// The answer to one of our requests. Ids we never sent (or strings) are `None`.
+    /// The result stays JSON text: a tool list or a tool result goes on as text (to the
+    /// guard) without being decoded and encoded again.
     Response {
         id: Option<u64>,
-        outcome: Result<Value, RpcError>,
+        outcome: Result<Box<RawValue>, RpcError>,
     },
     /// The server asks us something; it expects an answer with the same id.
     Request {
         id: Value,
         method: String,
         params: Value,
+    },
+    /// A request too large (or too deep) to decode: answered with an error.
+    Refused {
+        id: Value,
+        reason: String,
     },
     Notification {
         method: String,
@@ -46,51 +61,156 @@ pub struct RpcError {
     pub message: String,
 }
 
-/// Classifies one decoded message (a batch array yields several).
-pub fn classify(message: Value) -> Result<Vec<Incoming>, String> {
-    match message {
-        Value::Array(items) => {
-            if items.is_empty() {
-                return Err("an empty batch".into());
-            }
-            items.into_iter().map(classify_one).collect()
+/// The envelope of one message: its fields as undecoded text, so classifying a 16 MiB
+/// response costs one scan and no allocation per value.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ErrorObject {
+    code: Option<i64>,
+    message: Option<String>,
+}
+
+/// Decodes and classifies one message as received (a line, an event's data, a body).
+pub fn decode(bytes: &[u8]) -> Result<Vec<Incoming>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "a message that is not UTF-8".to_owned())?;
+    let raw: &RawValue =
+        serde_json::from_str(text).map_err(|_| "a message that is not JSON".to_owned())?;
+    classify(raw)
+}
+
+/// Classifies one message (a batch yields several).
+pub fn classify(message: &RawValue) -> Result<Vec<Incoming>, String> {
+    let text = message.get();
+    if text.starts_with('[') {
+        let items = elements(text, MAX_BATCH).map_err(|e| format!("a batch that {e}"))?;
+        if items.is_empty() {
+            return Err("an empty batch".into());
         }
-        other => Ok(vec![classify_one(other)?]),
+        return items.into_iter().map(classify_one).collect();
+    }
+    Ok(vec![classify_one(message)?])
+}
+
+fn classify_one(message: &RawValue) -> Result<Incoming, String> {
+    if !message.get().starts_with('{') {
+        return Err("a message that is not a JSON object".into());
+    }
+    let m: Envelope<'_> = serde_json::from_str(message.get())
+        .map_err(|e| format!("a message that does not decode ({e})"))?;
+    let version = m.jsonrpc.map(|v| serde_json::from_str::<String>(v.get()));
+    if !matches!(version, Some(Ok(v)) if v == "2.0") {
+        return Err("a message without \"jsonrpc\": \"2.0\"".into());
+    }
+    let id = m.id.filter(|id| id.get() != "null");
+    let Some(method) = m.method else {
+        let Some(id) = id else {
+            return Err("a message with neither method nor id".into());
+        };
+        let outcome = match (m.result, m.error) {
+            (Some(result), None) => Ok(result.to_owned()),
+            (None, Some(error)) => {
+                let e: ErrorObject = serde_json::from_str(error.get()).unwrap_or(ErrorObject {
+                    code: None,
+                    message: None,
+                });
+                Err(RpcError {
+                    code: e.code.unwrap_or(0),
+                    message: e.message.unwrap_or_else(|| "(no message)".into()),
+                })
+            }
+            _ => return Err("a response with neither or both of result and error".into()),
+        };
+        let id = serde_json::from_str::<u64>(id.get()).ok();
+        return Ok(Incoming::Response { id, outcome });
+    };
+    let method: String = serde_json::from_str(method.get())
+        .map_err(|_| "a message whose method is not a string".to_owned())?;
+    let params = || -> Result<Value, String> {
+        if message.get().len() > MAX_CONTROL_BYTES {
+            return Err(format!(
+                "a {method} message of {} bytes, over the {MAX_CONTROL_BYTES}-byte limit for requests and notifications",
+                message.get().len()
+            ));
+        }
+        match m.params {
+            Some(p) => serde_json::from_str(p.get()).map_err(|e| {
+                if is_too_deep(&e) {
+                    format!("a {method} message nested deeper than 128 levels")
+                } else {
+                    format!("a {method} message whose params do not decode ({e})")
+                }
+            }),
+            None => Ok(Value::Null),
+        }
+    };
+    match id {
+        Some(id) => {
+            let id: Value = serde_json::from_str(id.get())
+                .map_err(|_| "a request whose id does not decode".to_owned())?;
+            if !(id.is_string() || id.is_number()) {
+                return Err("a request whose id is neither a string nor a number".into());
+            }
+            let params = params();
+            Ok(match params {
+                Ok(params) => Incoming::Request { id, method, params },
+                Err(reason) => Incoming::Refused { id, reason },
+            })
+        }
+        None => {
+            let params = params()?;
+            Ok(Incoming::Notification { method, params })
+        }
     }
 }
 
-fn classify_one(message: Value) -> Result<Incoming, String> {
-    let Value::Object(mut m) = message else {
-        return Err("a message that is not a JSON object".into());
-    };
-    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err("a message without \"jsonrpc\": \"2.0\"".into());
+/// The elements of the JSON array `text`, undecoded, refusing more than `cap` before
+/// collecting the rest: a list's length is checked before anything is built for it.
+pub(crate) fn elements(text: &str, cap: usize) -> Result<Vec<&RawValue>, String> {
+    struct Capped(usize);
+    impl<'de> Visitor<'de> for Capped {
+        type Value = Vec<&'de RawValue>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<&'de RawValue>()? {
+                if out.len() == self.0 {
+                    return Err(serde::de::Error::custom(format!(
+                        "holds more than {} items",
+                        self.0
+                    )));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
     }
-    let method = m.remove("method");
-    let params = m.remove("params").unwrap_or(Value::Null);
-    match (method, m.remove("id")) {
-        (Some(Value::String(method)), Some(id)) if !id.is_null() => {
-            Ok(Incoming::Request { id, method, params })
+    let mut de = serde_json::Deserializer::from_str(text);
+    match de.deserialize_seq(Capped(cap)) {
+        Ok(items) => Ok(items),
+        Err(e) => {
+            let text = e.to_string();
+            Err(match text.split_once(" at line ") {
+                Some((what, _)) if what.starts_with("holds more than") => what.to_owned(),
+                _ => format!("does not decode ({text})"),
+            })
         }
-        (Some(Value::String(method)), _) => Ok(Incoming::Notification { method, params }),
-        (Some(_), _) => Err("a message whose method is not a string".into()),
-        (None, Some(id)) => {
-            let id = id.as_u64();
-            let outcome = match (m.remove("result"), m.remove("error")) {
-                (Some(result), None) => Ok(result),
-                (None, Some(error)) => Err(RpcError {
-                    code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    message: error
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("(no message)")
-                        .to_owned(),
-                }),
-                _ => return Err("a response with neither or both of result and error".into()),
-            };
-            Ok(Incoming::Response { id, outcome })
-        }
-        (None, None) => Err("a message with neither method nor id".into()),
     }
 }
 
@@ -122,44 +242,52 @@ fn encode(v: &Value) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn raw(v: &Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn one(v: Value) -> Result<Incoming, String> {
-        classify(v).map(|mut v| v.remove(0))
+        classify(&raw(&v)).map(|mut v| v.remove(0))
     }
 
     #[test]
     fn classifies_messages() {
-        assert_eq!(
-            one(json!({"jsonrpc": "2.0", "id": 3, "result": {"a": 1}})),
+        match one(json!({"jsonrpc": "2.0", "id": 3, "result": {"a": 1}})) {
             Ok(Incoming::Response {
                 id: Some(3),
-                outcome: Ok(json!({"a": 1}))
-            })
-        );
-        assert_eq!(
-            one(json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}})),
+                outcome: Ok(r),
+            }) => assert_eq!(r.get(), r#"{"a":1}"#),
+            other => panic!("{other:?}"),
+        }
+        match one(json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}})) {
             Ok(Incoming::Response {
                 id: None,
-                outcome: Err(RpcError {
+                outcome: Err(e),
+            }) => assert_eq!(
+                e,
+                RpcError {
                     code: -1,
                     message: "no".into()
-                })
-            })
-        );
-        assert_eq!(
-            one(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})),
-            Ok(Incoming::Request {
-                id: json!(7),
-                method: "ping".into(),
-                params: Value::Null
-            })
-        );
-        assert_eq!(
-            one(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
-            Ok(Incoming::Notification {
-                method: "notifications/tools/list_changed".into(),
-                params: Value::Null
-            })
-        );
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        match one(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})) {
+            Ok(Incoming::Request { id, method, params }) => {
+                assert_eq!(
+                    (id, method.as_str(), params),
+                    (json!(7), "ping", Value::Null)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        match one(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})) {
+            Ok(Incoming::Notification { method, params }) => assert_eq!(
+                (method.as_str(), params),
+                ("notifications/tools/list_changed", Value::Null)
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -170,17 +298,72 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 1}),
             json!({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {}}),
             json!({"jsonrpc": "2.0", "method": 5}),
+            json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}),
             json!([]),
         ] {
-            assert!(classify(bad.clone()).is_err(), "{bad}");
+            assert!(classify(&raw(&bad)).is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn batches_yield_each_message() {
-        let v = classify(
-            json!([{"jsonrpc": "2.0", "method": "a"}, {"jsonrpc": "2.0", "id": 1, "result": 2}]),
-        );
+    fn batches_yield_each_message_up_to_a_limit() {
+        let v = classify(&raw(
+            &json!([{"jsonrpc": "2.0", "method": "a"}, {"jsonrpc": "2.0", "id": 1, "result": 2}]),
+        ));
         assert_eq!(v.map(|v| v.len()), Ok(2));
+        let many = Value::Array(vec![
+            json!({"jsonrpc": "2.0", "method": "a"});
+            MAX_BATCH + 1
+        ]);
+        let e = classify(&raw(&many)).err().unwrap_or_default();
+        assert!(e.contains("more than 1000 items"), "{e}");
+    }
+
+    #[test]
+    fn large_or_deep_requests_are_refused_not_decoded() {
+        let big = json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
+                         "params": {"message": "x".repeat(MAX_CONTROL_BYTES)}});
+        match one(big) {
+            Ok(Incoming::Refused { id, reason }) => {
+                assert_eq!(id, json!(1));
+                assert!(reason.contains("over the 1048576-byte limit"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"a":{}1{}}}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        );
+        let deep = RawValue::from_string(deep).unwrap_or_else(|e| panic!("{e}"));
+        match classify(&deep).map(|mut v| v.remove(0)) {
+            Ok(Incoming::Refused { reason, .. }) => assert!(reason.contains("deeper"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // A deep result is fine: it stays text.
+        let deep_result = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{}1{}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        let deep_result = RawValue::from_string(deep_result).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            classify(&deep_result).map(|mut v| v.remove(0)),
+            Ok(Incoming::Response {
+                id: Some(3),
+                outcome: Ok(_)
+            })
+        ));
+    }
+
+    #[test]
+    fn elements_stop_at_the_cap() {
+        assert_eq!(
+            elements("[1, {\"a\": 2}, \"x\"]", 3).map(|v| v.len()),
+            Ok(3)
+        );
+        let e = elements("[1, 2, 3, 4]", 3).err().unwrap_or_default();
+        assert_eq!(e, "holds more than 3 items");
+        assert!(elements("{}", 3).is_err());
     }
 }

@@ -359,22 +359,17 @@ async fn read_loop(
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                match serde_json::from_slice(line) {
+                match super::protocol::decode(line) {
                     Ok(v) => {
                         if events.send(Event::Message(v)).await.is_err() {
                             return;
                         }
                     }
-                    // Too deep to decode, so its id cannot be known: waiting for the
-                    // request's deadline would be the only alternative. Fail now.
-                    Err(e) if super::protocol::is_too_deep(&e) => {
-                        break super::protocol::TOO_DEEP.to_owned();
-                    }
-                    Err(_) => {
+                    Err(what) => {
                         garbage += 1;
                         if garbage <= 3 {
                             tracing::debug!(
-                                "ignoring a non-JSON line on stdout: {}",
+                                "ignoring {what} on stdout: {}",
                                 shown(&String::from_utf8_lossy(line))
                             );
                         }

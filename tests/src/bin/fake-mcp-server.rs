@@ -3,7 +3,7 @@
 //!
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
-//! server-requests, hostile-names, list-changed, deep (answers tools/list with a
+//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, deep (answers tools/list with a
 //! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
@@ -86,6 +86,16 @@ fn main() {
                         &mut out,
                         &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
                     );
+                    continue;
+                }
+                if mode == "tiny-values" {
+                    // 15 MB of `0,`: millions of values in one message under the size cap.
+                    let _ = writeln!(
+                        out,
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"tools\":[{}0]}}}}",
+                        "0,".repeat(7_500_000)
+                    );
+                    let _ = out.flush();
                     continue;
                 }
                 if mode == "deep" {

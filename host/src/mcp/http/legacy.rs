@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use reqwest::header::HeaderMap;
 use reqwest::{Method, Url};
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -232,13 +231,11 @@ async fn read_messages(
             break e.to_string();
         }
         for data in messages {
-            match serde_json::from_str::<Value>(&data) {
+            match super::super::protocol::decode(data.as_bytes()) {
                 Ok(v) => {
                     let _ = shared.events.send(Event::Message(v)).await;
                 }
-                Err(_) => {
-                    tracing::debug!(server = shared.server, "ignoring an event that is not JSON")
-                }
+                Err(what) => tracing::debug!(server = shared.server, "ignoring {what}"),
             }
         }
     };

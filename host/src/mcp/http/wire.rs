@@ -1,8 +1,6 @@
 //! What the HTTP transports get back: body kinds, size-capped JSON bodies, and
 //! per-request failures.
 
-use serde_json::Value;
-
 use super::{Challenge, MAX_MESSAGE_BYTES};
 use crate::mcp::McpError;
 use crate::text::shown;
@@ -84,9 +82,9 @@ pub(crate) fn body_kind(response: &reqwest::Response) -> Body {
     }
 }
 
-/// Reads a JSON body of at most [`MAX_MESSAGE_BYTES`], refusing a larger one as soon
-/// as it is announced or read.
-pub(crate) async fn read_json(mut response: reqwest::Response) -> Result<Value, Reply> {
+/// Reads a body of at most [`MAX_MESSAGE_BYTES`], refusing a larger one as soon as it
+/// is announced or read.
+pub(crate) async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, Reply> {
     let too_big = || {
         Reply::Failed(format!(
             "its reply is larger than {MAX_MESSAGE_BYTES} bytes"
@@ -116,5 +114,5 @@ pub(crate) async fn read_json(mut response: reqwest::Response) -> Result<Value, 
             }
         }
     }
-    serde_json::from_slice(&body).map_err(|e| Reply::Failed(format!("its reply is not JSON ({e})")))
+    Ok(body)
 }
