@@ -109,6 +109,10 @@ pub struct OAuthClient {
     pub client_id: Option<String>,
     /// Only a secret the user was issued; edgar ships none.
     pub client_secret: Option<String>,
+    /// The authorization server (its RFC 8414 `issuer`) that issued `client_id` and
+    /// `client_secret`: they are sent to no other, whatever the MCP server later names.
+    /// Required with a secret in a config file.
+    pub issuer: Option<String>,
     /// An https URL of a client ID metadata document (used where the server supports it).
     pub client_metadata_url: Option<String>,
     /// A fixed loopback port for the redirect, for clients registered with one.
@@ -120,6 +124,7 @@ impl fmt::Debug for OAuthClient {
         f.debug_struct("OAuthClient")
             .field("client_id", &self.client_id)
             .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .field("issuer", &self.issuer)
             .field("client_metadata_url", &self.client_metadata_url)
             .field("callback_port", &self.callback_port)
             .finish()
@@ -801,9 +806,23 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
                 .ok_or(("oauth", "callback_port must be a port number".into()))?,
         ),
     };
+    let client_secret = field("client_secret")?;
+    let issuer = field("issuer")?;
+    if client_secret.is_some() && issuer.is_none() {
+        return Err((
+            "oauth",
+            "client_secret needs \"issuer\": the authorization server that issued it (edgar sends the secret to no other)".into(),
+        ));
+    }
+    if let Some(i) = &issuer
+        && reqwest::Url::parse(i).is_err()
+    {
+        return Err(("oauth", "issuer must be a URL".into()));
+    }
     Ok(OAuthClient {
         client_id: field("client_id")?,
-        client_secret: field("client_secret")?,
+        client_secret,
+        issuer,
         client_metadata_url,
         callback_port,
     })

@@ -1,5 +1,7 @@
 //! Where a secret may travel: HTTPS, or plain HTTP that never leaves the machine.
 
+use std::net::{IpAddr, SocketAddr};
+
 use reqwest::Url;
 
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `::1`), parsed, never
@@ -16,14 +18,18 @@ pub fn is_loopback(url: &Url) -> bool {
 /// Whether `url` points into this machine or its private networks: loopback, RFC 1918 and
 /// unique-local ranges, link-local (cloud metadata services live at 169.254.169.254),
 /// carrier-grade NAT, unspecified addresses, or `localhost`. Only literal addresses are
-/// recognised; a name is not resolved here.
+/// recognised here; names are checked when they resolve ([`PublicOnly`]).
 pub fn is_local(url: &Url) -> bool {
-    use std::net::IpAddr;
     let host = url.host_str().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.eq_ignore_ascii_case("localhost") || host.to_ascii_lowercase().ends_with(".localhost") {
         return true;
     }
+    host.parse::<IpAddr>().is_ok_and(is_local_ip)
+}
+
+/// Whether `ip` is loopback, private, link-local, carrier-grade NAT or unspecified.
+pub fn is_local_ip(ip: IpAddr) -> bool {
     let local_v4 = |ip: std::net::Ipv4Addr| {
         let [a, b, ..] = ip.octets();
         ip.is_loopback()
@@ -33,9 +39,9 @@ pub fn is_local(url: &Url) -> bool {
             || ip.is_broadcast()
             || (a == 100 && (64..128).contains(&b))
     };
-    match host.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => local_v4(ip),
-        Ok(IpAddr::V6(ip)) => {
+    match ip {
+        IpAddr::V4(ip) => local_v4(ip),
+        IpAddr::V6(ip) => {
             let first = ip.segments()[0];
             ip.is_loopback()
                 || ip.is_unspecified()
@@ -43,7 +49,31 @@ pub fn is_local(url: &Url) -> bool {
                 || (first & 0xffc0) == 0xfe80
                 || ip.to_ipv4_mapped().is_some_and(local_v4)
         }
-        Err(_) => false,
+    }
+}
+
+/// A DNS resolver that keeps only public addresses, for requests to URLs a remote server
+/// named: a name that resolves into this machine or its networks (including by DNS
+/// rebinding, since the connection uses exactly the addresses checked) is refused.
+pub struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let public: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| !is_local_ip(a.ip()))
+                .collect();
+            if public.is_empty() {
+                return Err(format!(
+                    "{} resolves only to local or private addresses, which a remote server may not send edgar to",
+                    crate::text::shown(&host)
+                )
+                .into());
+            }
+            Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
+        })
     }
 }
 
@@ -59,6 +89,20 @@ pub fn is_https_or_loopback(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqwest::dns::Resolve;
+
+    #[tokio::test]
+    async fn names_that_resolve_to_local_addresses_are_refused() {
+        // `localhost` resolves through /etc/hosts, no network needed.
+        let name = "localhost".parse::<reqwest::dns::Name>();
+        let name = name.unwrap_or_else(|_| panic!("a valid name"));
+        let e = PublicOnly.resolve(name).await.err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("only to local or private addresses")),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn local_and_private_addresses_are_recognised() {

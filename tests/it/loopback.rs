@@ -190,10 +190,18 @@ async fn post_reads_json_and_never_follows_redirects() {
     assert!(e.contains("over 1048576 bytes"), "{e}");
     assert!(!e.contains("client-secret-value"));
 
-    let e = post("http://example.com/token", &[], None)
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(e.contains("HTTPS is required"), "{e}");
+    // Parsed, not compared as a prefix: these hosts are not this machine.
+    for url in [
+        "http://example.com/token",
+        "http://127.0.0.1.nip.io/token",
+        "http://localhost.example.com/token",
+        "http://127.0.0.1@example.com/token",
+    ] {
+        let e = post(url, &[], None)
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("HTTPS is required"), "{url}: {e}");
+    }
 }

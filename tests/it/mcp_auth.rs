@@ -296,6 +296,34 @@ async fn login_refresh_rotation_and_rejection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_client_secret_goes_only_to_its_issuer() {
+    let (server, world) = protected(3600).await;
+    let base = lock(&world).base.get().cloned().unwrap_or_default();
+    let mut spec = ServerSpec::http("prot", &server.url);
+    spec.oauth.client_id = Some("mine".into());
+    spec.oauth.client_secret = Some("pre-registered-secret".into());
+    // Issued by another authorization server than the one the MCP server now names.
+    spec.oauth.issuer = Some("https://as.example.com".into());
+    let store = Store::memory();
+    let e = McpAuth::new(&spec, store.clone(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("sends its credentials to no other"), "{e}");
+    assert!(!e.contains("pre-registered-secret"), "{e}");
+    assert!(lock(&world).token_requests.is_empty());
+
+    // Its own issuer (a trailing slash is forgiven) gets it.
+    spec.oauth.issuer = Some(format!("{base}/"));
+    let creds = login(&spec, &store).await;
+    assert_eq!(creds.scope.as_deref(), Some("files:read"));
+    assert_eq!(lock(&world).token_requests.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_about_to_expire_is_refreshed_before_use() {
     let (server, world) = protected(30).await;
     let spec = ServerSpec::http("prot", &server.url);

@@ -208,7 +208,8 @@ impl McpAuth {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": crate::mcp::PROTOCOL[0], "capabilities": {},
             "clientInfo": {"name": "edgar", "version": env!("CARGO_PKG_VERSION")}}});
-        let response = oauth::http_client()?
+        let response = self
+            .http()?
             .post(self.url.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -259,13 +260,13 @@ impl McpAuth {
         if let Some(u) = from_challenge.and_then(|u| Url::parse(u).ok()) {
             self.reachable(&u, "resource metadata")?;
         }
-        let prm = discovery::resource_metadata(&self.url, from_challenge).await?;
+        let prm = discovery::resource_metadata(self.http()?, &self.url, from_challenge).await?;
         if let Some(p) = &prm {
             self.reachable(&p.authorization_server, "the authorization server")?;
         }
         let (meta, resource, prm_scopes) = match &prm {
             Some(p) => {
-                let meta = discovery::server_metadata(&p.authorization_server, true)
+                let meta = discovery::server_metadata(self.http()?, &p.authorization_server, true)
                     .await?
                     .ok_or_else(|| {
                         AuthError::Discovery(format!(
@@ -285,7 +286,7 @@ impl McpAuth {
                 // A 2025-03-26 server: its origin is the authorization server.
                 let mut origin = self.url.clone();
                 origin.set_path("/");
-                let meta = match discovery::server_metadata(&origin, false).await? {
+                let meta = match discovery::server_metadata(self.http()?, &origin, false).await? {
                     Some(m) => m,
                     None => discovery::default_endpoints(&self.url),
                 };
@@ -372,7 +373,7 @@ impl McpAuth {
             ("code_verifier", pkce.verifier.expose().to_owned()),
             ("resource", resource),
         ];
-        let creds = token::request(meta.token_endpoint.as_str(), &client, form)
+        let creds = token::request(self.http()?, meta.token_endpoint.as_str(), &client, form)
             .await
             .map_err(Refusal::into_error)?;
         st.refreshed = None;
@@ -396,6 +397,21 @@ impl McpAuth {
         }
         let cfg = &self.client_config;
         if let Some(id) = &cfg.client_id {
+            // Without metadata, the authorization server is the MCP server's origin.
+            let actual = meta
+                .issuer
+                .clone()
+                .unwrap_or_else(|| meta.token_endpoint.origin().ascii_serialization());
+            if let Some(issuer) = &cfg.issuer
+                && !same_issuer(issuer, &actual)
+            {
+                return Err(AuthError::Discovery(format!(
+                    "the server now names the authorization server {}, but the client configured for '{}' was issued by {}; edgar sends its credentials to no other",
+                    shown(&actual),
+                    self.server,
+                    shown(issuer)
+                )));
+            }
             return Ok(Client {
                 id: id.clone(),
                 secret: cfg.client_secret.clone(),
@@ -416,6 +432,7 @@ impl McpAuth {
         match &meta.registration_endpoint {
             Some(endpoint) => {
                 register::register(
+                    self.http()?,
                     endpoint,
                     redirect_uri,
                     scope,
@@ -463,7 +480,14 @@ impl McpAuth {
             st.creds = Some(stored);
             return true;
         }
-        match token::refresh(creds).await {
+        let http = match self.http() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(server = self.server, "cannot refresh: {e}");
+                return false;
+            }
+        };
+        match token::refresh(http, creds).await {
             Ok(new) => {
                 tracing::info!(server = self.server, "token refreshed");
                 self.save(st, new).await;
@@ -553,7 +577,23 @@ impl Authorizer for McpAuth {
     }
 }
 
+/// Whether two issuer identifiers name the same authorization server (RFC 8414 issuers
+/// are compared as strings; a trailing slash is forgiven).
+fn same_issuer(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
 impl McpAuth {
+    /// The HTTP client for this server's sign-in: a remote server's authorization
+    /// requests may reach public addresses only, whatever its URLs' names resolve to.
+    fn http(&self) -> Result<&'static reqwest::Client, AuthError> {
+        if crate::net::is_loopback(&self.url) {
+            oauth::http_client()
+        } else {
+            oauth::public_http_client()
+        }
+    }
+
     /// What the server names for discovery and sign-in must not reach into this machine or
     /// its private networks (a server could otherwise make edgar probe them, or cloud
     /// metadata), unless the MCP server itself is on loopback, as in local development.

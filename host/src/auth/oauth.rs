@@ -295,6 +295,26 @@ pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
         .map_err(|e| AuthError::Loopback(e.clone()))
 }
 
+/// The HTTP client for the authorization servers of a remote MCP server: as
+/// [`http_client`], but names resolve to public addresses only (`net::PublicOnly`), so
+/// a server cannot point edgar's discovery, registration or token requests into this
+/// machine or its private networks.
+pub fn public_http_client() -> Result<&'static reqwest::Client, AuthError> {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            client_builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(TOKEN_TIMEOUT)
+                .dns_resolver(std::sync::Arc::new(crate::net::PublicOnly))
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(|e| AuthError::Loopback(e.clone()))
+}
+
 /// An authorization server's answer to a form POST.
 #[derive(Debug)]
 pub struct PostResponse {
@@ -311,16 +331,23 @@ pub async fn post(
     form: &[(&str, &str)],
     basic: Option<(&str, &Secret)>,
 ) -> Result<PostResponse, AuthError> {
-    if !(url.starts_with("https://")
-        || url.starts_with("http://127.0.0.1")
-        || url.starts_with("http://localhost"))
-    {
+    post_with(http_client()?, url, form, basic).await
+}
+
+/// [`post`] through a given client (see [`public_http_client`]).
+pub async fn post_with(
+    http: &reqwest::Client,
+    url: &str,
+    form: &[(&str, &str)],
+    basic: Option<(&str, &Secret)>,
+) -> Result<PostResponse, AuthError> {
+    if !crate::net::is_https_or_loopback(url) {
         return Err(AuthError::Redirect(format!(
             "refusing to send credentials to {}: HTTPS is required",
             crate::text::shown(url)
         )));
     }
-    let mut request = http_client()?
+    let mut request = http
         .post(url)
         .form(form)
         .header("Accept", "application/json");

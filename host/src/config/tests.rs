@@ -101,6 +101,10 @@ fn errors_name_file_server_and_field() {
             r#"{"mcpServers": {"s": {"command": "x", "tool_timeout_sec": -1}}}"#,
             "field 'tool_timeout_sec'",
         ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"client_id": "c", "client_secret": "s"}}}}"#,
+            "client_secret needs \"issuer\"",
+        ),
         (r#"{"mcpServers": []}"#, "field 'mcpServers'"),
         ("{not json", "not valid JSON"),
     ];

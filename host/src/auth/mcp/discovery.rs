@@ -6,7 +6,7 @@ use reqwest::Url;
 use serde_json::Value;
 
 use crate::auth::AuthError;
-use crate::auth::oauth::{MAX_TOKEN_RESPONSE_BYTES, http_client};
+use crate::auth::oauth::MAX_TOKEN_RESPONSE_BYTES;
 use crate::text::shown;
 
 /// RFC 9728 metadata, as far as sign-in needs it.
@@ -48,9 +48,9 @@ pub fn check_url(url: &Url, what: &str) -> Result<(), AuthError> {
 }
 
 /// A GET of JSON metadata: `Ok(None)` on a 4xx (try the next URL), an error on 5xx.
-async fn get_json(url: &Url) -> Result<Option<Value>, AuthError> {
+async fn get_json(http: &reqwest::Client, url: &Url) -> Result<Option<Value>, AuthError> {
     check_url(url, "metadata at")?;
-    let mut response = http_client()?
+    let mut response = http
         .get(url.clone())
         .header("accept", "application/json")
         .header("mcp-protocol-version", crate::mcp::PROTOCOL[0])
@@ -134,6 +134,7 @@ fn normal(s: &str) -> String {
 /// path-inserted well-known URL, then the root one. `None` when the server has none
 /// (a 2025-03-26 server).
 pub async fn resource_metadata(
+    http: &reqwest::Client,
     server: &Url,
     from_challenge: Option<&str>,
 ) -> Result<Option<ResourceMetadata>, AuthError> {
@@ -153,7 +154,7 @@ pub async fn resource_metadata(
         }
     };
     for url in candidates {
-        let Some(doc) = get_json(&url).await? else {
+        let Some(doc) = get_json(http, &url).await? else {
             continue;
         };
         let resource = doc
@@ -210,6 +211,7 @@ fn check_resource(server: &Url, resource: &str) -> Result<(), AuthError> {
 /// The authorization server's metadata, from the URLs the spec lists for an issuer with
 /// or without a path; `issuer` must match. `None` when no URL has it.
 pub async fn server_metadata(
+    http: &reqwest::Client,
     issuer: &Url,
     strict: bool,
 ) -> Result<Option<ServerMetadata>, AuthError> {
@@ -225,7 +227,7 @@ pub async fn server_metadata(
         urls.push(appended);
     }
     for url in urls {
-        let Some(doc) = get_json(&url).await? else {
+        let Some(doc) = get_json(http, &url).await? else {
             continue;
         };
         let named = doc.get("issuer").and_then(Value::as_str).map(str::to_owned);

@@ -6,13 +6,14 @@ use serde_json::{Value, json};
 
 use super::token::Client;
 use crate::auth::AuthError;
-use crate::auth::oauth::{MAX_TOKEN_RESPONSE_BYTES, http_client};
+use crate::auth::oauth::MAX_TOKEN_RESPONSE_BYTES;
 use crate::text::shown;
 
 /// The name edgar registers under.
 pub const CLIENT: &str = "edgar";
 
 pub async fn register(
+    http: &reqwest::Client,
     endpoint: &Url,
     redirect_uri: &str,
     scope: Option<&str>,
@@ -35,7 +36,7 @@ pub async fn register(
     if let Some(s) = scope {
         body["scope"] = json!(s);
     }
-    let mut response = http_client()?
+    let mut response = http
         .post(endpoint.clone())
         .header("content-type", "application/json")
         .header("accept", "application/json")

@@ -7,7 +7,7 @@ use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::auth::oauth::post;
+use crate::auth::oauth::post_with;
 use crate::auth::{AuthError, Secret};
 use crate::text::shown;
 
@@ -93,6 +93,7 @@ impl Refusal {
 
 /// Sends a token request with the client's authentication method.
 pub async fn request(
+    http: &reqwest::Client,
     endpoint: &str,
     client: &Client,
     mut form: Vec<(&'static str, String)>,
@@ -114,7 +115,7 @@ pub async fn request(
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let response = post(endpoint, &pairs, basic)
+    let response = post_with(http, endpoint, &pairs, basic)
         .await
         .map_err(Refusal::Failed)?;
     let json = response.json;
@@ -167,7 +168,7 @@ fn expires_at(json: &Value, now: u64) -> Option<u64> {
         .map(|s| now.saturating_add(s.min(MAX_EXPIRES_IN)))
 }
 
-pub async fn refresh(old: &Credentials) -> Result<Credentials, Refusal> {
+pub async fn refresh(http: &reqwest::Client, old: &Credentials) -> Result<Credentials, Refusal> {
     let Some(refresh_token) = &old.refresh_token else {
         return Err(Refusal::OAuth {
             error: "no refresh token".into(),
@@ -178,7 +179,7 @@ pub async fn refresh(old: &Credentials) -> Result<Credentials, Refusal> {
         ("refresh_token", refresh_token.clone()),
         ("resource", old.resource.clone()),
     ];
-    let mut new = request(&old.token_endpoint, &old.client, form).await?;
+    let mut new = request(http, &old.token_endpoint, &old.client, form).await?;
     if new.refresh_token.is_none() {
         new.refresh_token = old.refresh_token.clone();
     }
