@@ -42,6 +42,8 @@ struct World {
     token_scope: HashMap<String, String>,
     /// `tools/call` needs `files:write`.
     need_write: bool,
+    /// (token_type_hint) of each RFC 7009 revocation.
+    revoked: Vec<String>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -80,9 +82,22 @@ fn handle(world: &Shared, req: &Req) -> Resp {
             vec![],
             json!({"issuer": base, "authorization_endpoint": format!("{base}/authorize"),
                 "token_endpoint": format!("{base}/token"), "registration_endpoint": format!("{base}/register"),
+                "revocation_endpoint": format!("{base}/revoke"),
                 "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"]}),
         ),
+        ("POST", "/revoke") => {
+            let mut w = lock(world);
+            let token = req.param("token").unwrap_or_default();
+            if req.param("client_id").as_deref() != Some("edgar-test-client") {
+                return bad("invalid_client");
+            }
+            w.access.remove(&token);
+            w.refresh.remove(&token);
+            w.revoked
+                .push(req.param("token_type_hint").unwrap_or_default());
+            Resp::Status(200, vec![])
+        }
         ("POST", "/register") => Resp::Json(
             201,
             vec![],
@@ -371,7 +386,7 @@ async fn without_a_sign_in_the_server_needs_login() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_signs_in_and_out_without_printing_tokens() {
-    let (server, _world) = protected(3600).await;
+    let (server, world) = protected(3600).await;
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = home.path().join("config/edgar");
     std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
@@ -427,10 +442,19 @@ async fn the_cli_signs_in_and_out_without_printing_tokens() {
     assert_eq!(call.code, Some(0), "{}", call.stderr);
     assert_eq!(call.stdout.trim(), "fine");
     assert!(
-        logout.stdout.contains("signed out of prot"),
-        "{}",
-        logout.stdout
+        logout.stdout.contains("signed out of prot")
+            && logout
+                .stdout
+                .contains("its tokens are revoked at the authorization server"),
+        "{}{}",
+        logout.stdout,
+        logout.stderr
     );
+    {
+        let w = lock(&world);
+        assert_eq!(w.revoked, ["refresh_token", "access_token"]);
+        assert!(w.access.is_empty() && w.refresh.is_empty());
+    }
     assert!(
         after.stdout.contains(r#""state": "none""#),
         "{}",

@@ -168,16 +168,31 @@ impl McpAuth {
         }
     }
 
-    /// Erases everything stored for this server. `true` if there was something.
-    pub async fn logout(&self) -> Result<bool, AuthError> {
+    /// Revokes the stored tokens where the authorization server offers it (RFC 7009),
+    /// then erases everything stored for this server, whether or not revocation worked.
+    pub async fn logout(&self) -> Result<Logout, AuthError> {
         let mut st = self.state.lock().await;
-        let had = self.store.read(&self.key).await?.is_some();
+        let stored = self.store.read(&self.key).await?;
+        let revoked = match stored
+            .as_ref()
+            .and_then(|s| serde_json::from_str::<Credentials>(s.expose()).ok())
+        {
+            None => Revoked::NothingToRevoke,
+            Some(c) if c.revocation_endpoint.is_none() => Revoked::NotOffered,
+            Some(c) => match token::revoke(self.http()?, &c).await {
+                Ok(()) => Revoked::Yes,
+                Err(e) => Revoked::Failed(e.to_string()),
+            },
+        };
         self.store.erase(&self.key).await?;
         *st = State {
             loaded: true,
             ..State::default()
         };
-        Ok(had)
+        Ok(Logout {
+            erased: stored.is_some(),
+            revoked,
+        })
     }
 
     /// `edgar mcp login`: probe the server, then authorize with what it asks for.
@@ -373,9 +388,10 @@ impl McpAuth {
             ("code_verifier", pkce.verifier.expose().to_owned()),
             ("resource", resource),
         ];
-        let creds = token::request(self.http()?, meta.token_endpoint.as_str(), &client, form)
+        let mut creds = token::request(self.http()?, meta.token_endpoint.as_str(), &client, form)
             .await
             .map_err(Refusal::into_error)?;
+        creds.revocation_endpoint = meta.revocation_endpoint.as_ref().map(Url::to_string);
         st.refreshed = None;
         self.save(st, creds).await;
         Ok(())
@@ -575,6 +591,26 @@ impl Authorizer for McpAuth {
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         Box::pin(self.retry_after(status, challenge, sent.map(Secret::expose)))
     }
+}
+
+/// What `edgar mcp logout` did.
+#[derive(Debug)]
+pub struct Logout {
+    /// Whether a sign-in was stored (and is now erased).
+    pub erased: bool,
+    pub revoked: Revoked,
+}
+
+/// Whether the tokens were revoked at the authorization server.
+#[derive(Debug)]
+pub enum Revoked {
+    Yes,
+    /// The authorization server lists no `revocation_endpoint`: the tokens stay valid
+    /// there until they expire.
+    NotOffered,
+    /// Revocation failed (the local sign-in is erased all the same).
+    Failed(String),
+    NothingToRevoke,
 }
 
 /// Whether two issuer identifiers name the same authorization server (RFC 8414 issuers

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use edgar_host::auth::keys::Keys;
-use edgar_host::auth::mcp::{Browser, McpAuth};
+use edgar_host::auth::mcp::{Browser, McpAuth, Revoked};
 use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, Transport};
 use edgar_host::paths;
@@ -71,12 +71,26 @@ pub async fn login(
 pub async fn logout(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     let spec = http_server(config, name)?;
     let auth = McpAuth::new(spec, store()?, None)?;
-    let erased = auth.logout().await?;
-    super::trust::audit("sign_out", json!({"server": name, "erased": erased}));
-    if erased {
-        println!("signed out of {name}; its stored sign-in is erased");
-    } else {
+    let out = auth.logout().await?;
+    let revoked = matches!(out.revoked, Revoked::Yes);
+    super::trust::audit(
+        "sign_out",
+        json!({"server": name, "erased": out.erased, "revoked": revoked}),
+    );
+    if !out.erased {
         println!("{name} had no stored sign-in");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("signed out of {name}; its stored sign-in is erased");
+    match out.revoked {
+        Revoked::Yes => println!("its tokens are revoked at the authorization server"),
+        Revoked::NotOffered => println!(
+            "its authorization server offers no revocation: the tokens stay valid there until they expire"
+        ),
+        Revoked::Failed(why) => {
+            eprintln!("edgar: revoking the tokens at the authorization server failed: {why}")
+        }
+        Revoked::NothingToRevoke => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,8 @@ pub struct ServerMetadata {
     pub authorization_endpoint: Url,
     pub token_endpoint: Url,
     pub registration_endpoint: Option<Url>,
+    /// RFC 7009 token revocation, used by `edgar mcp logout`.
+    pub revocation_endpoint: Option<Url>,
     pub auth_methods: Vec<String>,
     pub scopes_supported: Vec<String>,
     pub cimd_supported: bool,
@@ -279,6 +281,7 @@ fn parse_server_metadata(doc: &Value, issuer: Option<String>) -> Result<ServerMe
         token_endpoint: endpoint("token_endpoint")?
             .ok_or_else(|| fail("the metadata has no token_endpoint".into()))?,
         registration_endpoint: endpoint("registration_endpoint")?,
+        revocation_endpoint: endpoint("revocation_endpoint")?,
         auth_methods: strings(doc, "token_endpoint_auth_methods_supported"),
         scopes_supported: strings(doc, "scopes_supported"),
         cimd_supported: doc
@@ -303,6 +306,7 @@ pub fn default_endpoints(server: &Url) -> ServerMetadata {
         authorization_endpoint: at("/authorize"),
         token_endpoint: at("/token"),
         registration_endpoint: Some(at("/register")),
+        revocation_endpoint: None,
         auth_methods: Vec::new(),
         scopes_supported: Vec::new(),
         cimd_supported: false,

@@ -52,6 +52,10 @@ pub struct Credentials {
     /// again; the next `edgar mcp login` asks for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wanted_scope: Option<String>,
+    /// Where `edgar mcp logout` revokes the tokens (RFC 7009), if the authorization
+    /// server offers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
 }
 
 impl fmt::Debug for Credentials {
@@ -99,16 +103,7 @@ pub async fn request(
     mut form: Vec<(&'static str, String)>,
 ) -> Result<Credentials, Refusal> {
     let secret = client.secret.clone().map(Secret::new);
-    let basic = match (client.method.as_str(), &secret) {
-        ("client_secret_basic", Some(s)) => Some((client.id.as_str(), s)),
-        _ => None,
-    };
-    if basic.is_none() {
-        form.push(("client_id", client.id.clone()));
-    }
-    if let ("client_secret_post", Some(s)) = (client.method.as_str(), &client.secret) {
-        form.push(("client_secret", s.clone()));
-    }
+    let basic = authenticate(client, secret.as_ref(), &mut form);
     let resource = form
         .iter()
         .find(|(k, _)| *k == "resource")
@@ -155,7 +150,58 @@ pub async fn request(
         token_endpoint: endpoint.to_owned(),
         client: client.clone(),
         wanted_scope: None,
+        revocation_endpoint: None,
     })
+}
+
+/// Client authentication for a request to the authorization server: HTTP Basic (the
+/// returned pair), or `client_id` (and `client_secret`) in the form.
+fn authenticate<'a>(
+    client: &'a Client,
+    secret: Option<&'a Secret>,
+    form: &mut Vec<(&'static str, String)>,
+) -> Option<(&'a str, &'a Secret)> {
+    let basic = match (client.method.as_str(), secret) {
+        ("client_secret_basic", Some(s)) => Some((client.id.as_str(), s)),
+        _ => None,
+    };
+    if basic.is_none() {
+        form.push(("client_id", client.id.clone()));
+    }
+    if let ("client_secret_post", Some(s)) = (client.method.as_str(), &client.secret) {
+        form.push(("client_secret", s.clone()));
+    }
+    basic
+}
+
+/// Revokes the refresh token, then the access token, at `creds`' revocation endpoint
+/// (RFC 7009 §2.1). The server answers 200 even for tokens it no longer knows.
+pub async fn revoke(http: &reqwest::Client, creds: &Credentials) -> Result<(), AuthError> {
+    let Some(endpoint) = &creds.revocation_endpoint else {
+        return Ok(());
+    };
+    let secret = creds.client.secret.clone().map(Secret::new);
+    let tokens = creds
+        .refresh_token
+        .iter()
+        .map(|t| (t, "refresh_token"))
+        .chain([(&creds.access_token, "access_token")]);
+    for (token, hint) in tokens {
+        let mut form = vec![
+            ("token", token.clone()),
+            ("token_type_hint", hint.to_owned()),
+        ];
+        let basic = authenticate(&creds.client, secret.as_ref(), &mut form);
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let response = post_with(http, endpoint, &pairs, basic).await?;
+        if response.status != 200 {
+            return Err(AuthError::Token(format!(
+                "the revocation endpoint answered HTTP {} for the {hint}",
+                response.status
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Renews `old` with its refresh token; a response without a new refresh token keeps
@@ -186,6 +232,7 @@ pub async fn refresh(http: &reqwest::Client, old: &Credentials) -> Result<Creden
     if new.scope.is_none() {
         new.scope = old.scope.clone();
     }
+    new.revocation_endpoint = old.revocation_endpoint.clone();
     Ok(new)
 }
 
@@ -281,6 +328,7 @@ mod tests {
                 issuer: None,
             },
             wanted_scope: None,
+            revocation_endpoint: None,
         };
         let text = format!("{c:?}");
         for s in ["at-secret-1", "rt-secret-2", "cs-secret-3"] {
