@@ -332,6 +332,18 @@ async fn a_list_of_millions_of_tiny_values_is_counted_before_it_is_built() {
 }
 
 #[tokio::test]
+async fn answers_that_are_not_tool_lists_or_results_have_a_lower_cap() {
+    let h = Harness::fake("fat-initialize");
+    let e = err(h.session.tools("fake").await);
+    assert!(
+        e.to_string().contains("its answer to initialize has 524"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("over the 1048576-byte limit"), "{e}");
+    h.close().await;
+}
+
+#[tokio::test]
 async fn endless_pagination_is_cut_off() {
     let h = Harness::fake("endless-pages");
     let e = err(h.session.tools("fake").await);

@@ -172,7 +172,10 @@ impl Connection {
         }
     }
 
-    /// Sends a request and waits for its answer, decoded, at most `timeout`.
+    /// Sends a request and waits for its answer, decoded, at most `timeout`. Decoded
+    /// answers (`initialize` and the like) are small: one over
+    /// [`protocol::MAX_CONTROL_BYTES`] is refused before it becomes a tree; tool lists and
+    /// results, which may be large, stay text (`request_raw`).
     pub(crate) async fn request(
         &self,
         method: &str,
@@ -180,6 +183,16 @@ impl Connection {
         timeout: Duration,
     ) -> Result<Value, McpError> {
         let raw = self.request_raw(method, params, timeout).await?;
+        if raw.get().len() > protocol::MAX_CONTROL_BYTES {
+            return Err(McpError::Protocol {
+                server: self.server.clone(),
+                reason: format!(
+                    "its answer to {method} has {} bytes, over the {}-byte limit for anything but tool lists and results",
+                    raw.get().len(),
+                    protocol::MAX_CONTROL_BYTES
+                ),
+            });
+        }
         serde_json::from_str(raw.get()).map_err(|e| McpError::Protocol {
             server: self.server.clone(),
             reason: if protocol::is_too_deep(&e) {

@@ -3,7 +3,7 @@
 //!
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
-//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, deep (answers tools/list with a
+//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, fat-initialize, deep (answers tools/list with a
 //! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
@@ -66,6 +66,10 @@ fn main() {
                 "huge-line" => {
                     let big = "x".repeat(100 << 20);
                     json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": big, "version": "1"}})
+                }
+                "fat-initialize" => {
+                    let big = "x".repeat(5 << 20);
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "fat", "version": "1", "title": big}})
                 }
                 "old-version" => {
                     json!({"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "old", "version": "1"}})
