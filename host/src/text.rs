@@ -37,6 +37,16 @@ pub fn shown_message(s: &str) -> String {
     out
 }
 
+/// A span of seconds as a person reads it: `45 s`, `12 min`, `5 h`, `3 days`.
+pub fn duration(s: u64) -> String {
+    match s {
+        0..120 => format!("{s} s"),
+        120..7200 => format!("{} min", s / 60),
+        7200..172800 => format!("{} h", s / 3600),
+        _ => format!("{} days", s / 86400),
+    }
+}
+
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the civil-from-days algorithm).
 pub fn rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;

@@ -5,6 +5,7 @@ mod auth_cli;
 mod guard;
 mod guard_cli;
 mod hardening;
+mod instant_on;
 mod loopback;
 mod mcp_auth;
 mod mcp_cli;

@@ -502,7 +502,8 @@ async fn a_401_means_needs_login_with_the_challenge() {
     assert_eq!(
         status[0].state,
         edgar_host::mcp::client::ServerState::Failed {
-            reason: "needs login: run `edgar mcp login fake`".into()
+            reason: "needs login: run `edgar mcp login fake`".into(),
+            retry_at: None,
         }
     );
     h.close().await;

@@ -483,7 +483,16 @@ fn describe(state: &ServerState) -> (&'static str, Option<String>) {
             "running",
             Some(format!("{tools} tools{}", quarantine_note(*quarantined))),
         ),
-        ServerState::Failed { reason } => ("failed", Some(reason.clone())),
+        ServerState::Failed { reason, retry_at } => (
+            "failed",
+            Some(match retry_at {
+                Some(at) if *at > edgar_host::tools::cache::now() => format!(
+                    "{reason}; tried again in {} (or when named, or after `edgar mcp reset`)",
+                    edgar_host::text::duration(at - edgar_host::tools::cache::now())
+                ),
+                _ => reason.clone(),
+            }),
+        ),
         ServerState::NeedsLogin => ("needs login", None),
     }
 }

@@ -187,11 +187,5 @@ pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
 
 /// "in 52 min" / "in 3 h" / "in 2 days".
 fn until(t: u64) -> String {
-    let s = t.saturating_sub(now());
-    match s {
-        0..120 => format!("in {s} s"),
-        120..7200 => format!("in {} min", s / 60),
-        7200..172800 => format!("in {} h", s / 3600),
-        _ => format!("in {} days", s / 86400),
-    }
+    format!("in {}", edgar_host::text::duration(t.saturating_sub(now())))
 }

@@ -41,6 +41,10 @@ pub const MAX_TOOLS_BYTES_PER_SERVER: usize = 32 << 20;
 const INLINE_GUARD_BYTES: usize = 64 << 10;
 /// Most validation errors reported for one call.
 const MAX_ARGUMENT_ERRORS: usize = 10;
+/// How long a server whose discovery failed is left alone by commands that do not name
+/// it: a dead or hanging server costs its startup deadline once, not on every command.
+/// Naming it, changing its config or `edgar mcp reset NAME` tries it at once.
+pub const FAILURE_COOLDOWN: Duration = Duration::from_secs(10 * 60);
 /// Least time between two refreshes after `notifications/tools/list_changed`: a server
 /// that says so in a loop gets one refresh a second, not one per message.
 const LIST_CHANGED_MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -103,6 +107,9 @@ pub enum ServerState {
     },
     Failed {
         reason: String,
+        /// When commands that do not name it will start it again (Unix seconds);
+        /// `None` for a failure in this session.
+        retry_at: Option<u64>,
     },
     NeedsLogin,
 }
@@ -317,6 +324,7 @@ impl Session {
                     },
                     Ok(State::Failed(reason)) => ServerState::Failed {
                         reason: reason.clone(),
+                        retry_at: None,
                     },
                     _ => self.stored_state(s),
                 };
@@ -334,7 +342,10 @@ impl Session {
             return if f.needs_login {
                 ServerState::NeedsLogin
             } else {
-                ServerState::Failed { reason: f.reason }
+                ServerState::Failed {
+                    reason: f.reason,
+                    retry_at: Some(f.at.saturating_add(FAILURE_COOLDOWN.as_secs())),
+                }
             };
         }
         let names = self
@@ -448,8 +459,10 @@ impl Session {
         Catalog { tools, failures }
     }
 
+    /// Servers' tools for a command that did not name them: one that failed within
+    /// [`FAILURE_COOLDOWN`] is not started again.
     async fn discover_many(&self, names: &[String]) -> (Vec<SanitizedTool>, Vec<McpError>) {
-        let futures = names.iter().map(|n| self.tools(n));
+        let futures = names.iter().map(|n| self.tools_for(n, false));
         let results = join_all(futures).await;
         let mut tools = Vec::new();
         let mut failures = Vec::new();
@@ -462,8 +475,17 @@ impl Session {
         (tools, failures)
     }
 
-    /// One server's tools: from the running server, else the cache, else discovery.
+    /// One server's tools: from the running server, else the cache, else discovery. The
+    /// caller names the server, so a recent failure does not stop it being tried.
     pub async fn tools(&self, name: &str) -> Result<Arc<Vec<SanitizedTool>>, McpError> {
+        self.tools_for(name, true).await
+    }
+
+    async fn tools_for(
+        &self,
+        name: &str,
+        named: bool,
+    ) -> Result<Arc<Vec<SanitizedTool>>, McpError> {
         let server = self.server(name)?;
         {
             let state = server.state.lock().await;
@@ -488,9 +510,35 @@ impl Session {
             server.set_cached(Some(tools.clone()));
             return Ok(offered(&server.spec, tools));
         }
+        if !named && let Some(e) = self.cooling_down(server) {
+            return Err(e);
+        }
         self.start(server)
             .await
             .map(|r| offered(&server.spec, r.tools()))
+    }
+
+    /// Why `server` is left alone: it failed within [`FAILURE_COOLDOWN`].
+    fn cooling_down(&self, server: &Server) -> Option<McpError> {
+        let f = self.cache.read_failure(&server.spec)?;
+        let age = now().saturating_sub(f.at);
+        let left = FAILURE_COOLDOWN.as_secs().checked_sub(age)?;
+        let name = server.spec.name.clone();
+        if f.needs_login {
+            return Some(McpError::NeedsLogin {
+                server: name,
+                challenge: f.challenge,
+            });
+        }
+        Some(McpError::Failed {
+            reason: format!(
+                "{} ({} ago; not started again for {}, unless named or reset with `edgar mcp reset {name}`)",
+                f.reason,
+                crate::text::duration(age),
+                crate::text::duration(left)
+            ),
+            server: name,
+        })
     }
 
     /// The server's tools held back because they differ from their pins, as last seen
@@ -668,9 +716,44 @@ impl Session {
                 return Ok((list, i));
             }
         }
+        let find = |tools: Arc<Vec<SanitizedTool>>| {
+            let i = tools.iter().position(|t| t.name() == name)?;
+            Some((tools, i))
+        };
+        // A call starts only its own server: the one whose cached names hold the name,
+        // else the one whose prefix the name carries, and only then the uncached rest.
+        for s in &self.servers {
+            let cached = self
+                .adapter_digest(s)
+                .ok()
+                .and_then(|d| self.cache.names(&s.spec, &d))
+                .is_some_and(|(names, _, _)| names.iter().any(|n| n.name == name));
+            if cached && let Some(hit) = find(self.tools(&s.spec.name).await?) {
+                return Ok(hit);
+            }
+        }
+        let owners: Vec<&Arc<Server>> = self
+            .servers
+            .iter()
+            .filter(|s| crate::guard::check::prefixed(name, &s.spec.name).is_ok())
+            .collect();
+        let mut owner_error = None;
+        for s in &owners {
+            match self.tools(&s.spec.name).await {
+                Ok(tools) => {
+                    if let Some(hit) = find(tools) {
+                        return Ok(hit);
+                    }
+                }
+                Err(e) => owner_error = owner_error.or(Some(e)),
+            }
+        }
         let catalog = self.catalog().await;
         if let Some(t) = catalog.tools.into_iter().find(|t| t.name() == name) {
             return Ok((Arc::new(vec![t]), 0));
+        }
+        if let Some(e) = owner_error {
+            return Err(e);
         }
         match catalog.failures.into_iter().next() {
             Some(e) if self.servers.len() == 1 => Err(e),

@@ -1,0 +1,105 @@
+//! A lazy host never makes a command wait on a server it does not need: a call starts
+//! only its own server, and a server that failed is left alone for a cool-down.
+
+use std::path::{Path, PathBuf};
+
+use edgar_tests::{run, user_config};
+use serde_json::json;
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+/// `ok` (a good server) and `stuck` (never answers `initialize`; 3 s deadline), each
+/// leaving a marker file when it is started.
+fn two_servers(home: &Path) -> (PathBuf, PathBuf) {
+    let ok = home.join("ok.started");
+    let stuck = home.join("stuck.started");
+    user_config(
+        home,
+        json!({
+            "ok": {"command": FAKE, "args": ["good"], "env": {"FAKE_MARKER": ok.display().to_string()}},
+            "stuck": {"command": FAKE, "args": ["silent"], "startup_timeout_sec": 3,
+                      "env": {"FAKE_MARKER": stuck.display().to_string()}},
+        }),
+    );
+    (ok, stuck)
+}
+
+#[test]
+fn a_call_starts_only_its_own_server() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (ok, stuck) = two_servers(h.path());
+    // Empty cache: the name's prefix says which server to start.
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "ok__echo", r#"{"text":"hi"}"#],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "hi");
+    assert!(ok.exists());
+    assert!(!stuck.exists(), "the call started a server it did not need");
+    // `server/tool` never starts another server either.
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "ok/echo", r#"{"text":"x"}"#],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!stuck.exists());
+}
+
+#[test]
+fn a_failed_server_is_left_alone_until_named_reset_or_changed() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (_, stuck) = two_servers(h.path());
+    let tools = |args: &[&str]| {
+        let mut a = vec!["mcp", "tools"];
+        a.extend_from_slice(args);
+        run(EDGAR, h.path(), &a, b"")
+    };
+    // The first command pays the stuck server's deadline once.
+    let first = tools(&[]);
+    assert!(stuck.exists());
+    assert!(first.stdout.contains("ok__echo"), "{}", first.stdout);
+    std::fs::remove_file(&stuck).unwrap_or_else(|e| panic!("{e}"));
+
+    // The next one does not start it, and says when it will be tried again.
+    let second = tools(&[]);
+    assert!(second.stdout.contains("ok__echo"), "{}", second.stdout);
+    assert!(!stuck.exists(), "a failed server was started again");
+    assert!(
+        second.stderr.contains("not started again for"),
+        "{}",
+        second.stderr
+    );
+    let list = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert!(list.stdout.contains("tried again in"), "{}", list.stdout);
+
+    // Naming it tries it at once.
+    tools(&["stuck"]);
+    assert!(stuck.exists(), "a named server was not tried");
+    std::fs::remove_file(&stuck).unwrap_or_else(|e| panic!("{e}"));
+
+    // So does a reset.
+    let r = run(EDGAR, h.path(), &["mcp", "reset", "stuck"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    tools(&[]);
+    assert!(stuck.exists(), "reset did not end the cool-down");
+    std::fs::remove_file(&stuck).unwrap_or_else(|e| panic!("{e}"));
+
+    // And a changed command line is another server.
+    let ok = h.path().join("ok.started");
+    user_config(
+        h.path(),
+        json!({
+            "ok": {"command": FAKE, "args": ["good"], "env": {"FAKE_MARKER": ok.display().to_string()}},
+            "stuck": {"command": FAKE, "args": ["silent", "--v2"], "startup_timeout_sec": 3,
+                      "env": {"FAKE_MARKER": stuck.display().to_string()}},
+        }),
+    );
+    tools(&[]);
+    assert!(stuck.exists(), "a changed config did not end the cool-down");
+}
