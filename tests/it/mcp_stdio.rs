@@ -401,6 +401,62 @@ async fn a_storm_of_list_changed_is_coalesced() {
     h.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_waits_for_no_slow_server_and_it_joins_when_ready() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tag = format!("{}-prompt", std::process::id());
+    let mk = |name: &str, mode: &str| {
+        let mut s = spec(name, FAKE, &[mode], &[("EDGAR_TEST_TAG", tag.clone())]);
+        s.startup_timeout = Duration::from_secs(10);
+        s
+    };
+    let config = Config {
+        servers: vec![mk("ok", "good"), mk("slow", "slow-init")],
+        ..Default::default()
+    };
+    let new_session = || {
+        let mut opts = SessionOptions::new(dir.path().to_owned(), Some(dir.path().join("cache")));
+        // Room for `ok` (and the guard's first compile) on a slow machine.
+        opts.prompt_budget = Duration::from_secs(3);
+        Session::new(&config, opts)
+    };
+    let session = new_session();
+    // `slow` answers initialize after 6 s: the prompt does not wait for it.
+    let ready = session.tool_names_within(session.prompt_budget()).await;
+    let names: Vec<&str> = ready.names.iter().map(|n| n.name.as_str()).collect();
+    assert!(names.contains(&"ok__echo"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("slow__")), "{names:?}");
+    assert_eq!(ready.pending, ["slow"]);
+    assert!(ready.failures.is_empty(), "{:?}", ready.failures);
+    // A search right away names it as still starting.
+    let search = edgar_host::tools::search_tool::ToolSearch::new(3000);
+    let reply = search.search(&session, "echo").await;
+    assert!(
+        reply.found.contains("still starting: slow"),
+        "{}",
+        reply.found
+    );
+    // It kept starting in the background; once ready, a search includes it.
+    let mut joined = false;
+    for _ in 0..150 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reply = search.search(&session, "slow echo").await;
+        if reply.tools.iter().any(|t| t.server == "slow") {
+            joined = true;
+            break;
+        }
+    }
+    assert!(joined, "the slow server never joined the search");
+    session.close().await;
+    // And the next session's prompt has it from the cache, at once.
+    let next = new_session();
+    let ready = next.tool_names_within(Duration::ZERO).await;
+    assert!(ready.pending.is_empty(), "{:?}", ready.pending);
+    assert!(ready.names.iter().any(|n| n.name == "slow__echo"));
+    next.close().await;
+    assert!(procs_with_tag(&tag).is_empty());
+}
+
 /// Takes its time over each elicitation, as a human would.
 struct SlowHuman;
 impl edgar_host::mcp::ClientHandler for SlowHuman {

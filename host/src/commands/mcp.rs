@@ -377,6 +377,10 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
 /// login`, which a human runs; elsewhere the error names that command.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
+    // A command ends when it has answered: a discovery left running in the background
+    // would be cut off at exit and never cached, so the CLI waits for each server (under
+    // its own startup deadline; a failed one is then left alone for the cool-down).
+    opts.prompt_budget = std::time::Duration::MAX;
     if let Some(state) = edgar_host::trust::state_dir() {
         opts = opts.with_trust(&state);
     }

@@ -68,7 +68,15 @@ pub struct SessionOptions {
     pub pins: Option<Arc<PinStore>>,
     /// Where decisions and calls are recorded; `None` records nothing.
     pub audit: Option<AuditLog>,
+    /// Longest a prompt or a search waits for servers that must be discovered
+    /// ([`PROMPT_BUDGET`] by default); the rest join when they are ready.
+    pub prompt_budget: Duration,
 }
+
+/// How long the prompt's names (and a search) wait for servers without a cache entry:
+/// long enough for a typical local server to answer (`initialize` and `tools/list` take
+/// 0.1 to 1 s), short enough that one hanging server never holds the first prompt.
+pub const PROMPT_BUDGET: Duration = Duration::from_millis(1500);
 
 impl SessionOptions {
     pub fn new(cwd: PathBuf, cache_dir: Option<PathBuf>) -> SessionOptions {
@@ -80,6 +88,7 @@ impl SessionOptions {
             browser: None,
             pins: None,
             audit: None,
+            prompt_budget: PROMPT_BUDGET,
         }
     }
 
@@ -126,9 +135,35 @@ pub struct ServerStatus {
 pub struct Catalog {
     pub tools: Vec<SanitizedTool>,
     pub failures: Vec<McpError>,
+    /// Servers still being discovered when a bounded wait ended; their tools join the
+    /// catalog (and the disk cache) when they are ready.
+    pub pending: Vec<String>,
 }
 
-pub struct Session {
+/// The prompt's tool names: what is ready, what failed, and what is still starting.
+#[derive(Debug, Default)]
+pub struct PromptNames {
+    pub names: Vec<ToolName>,
+    pub failures: Vec<McpError>,
+    pub pending: Vec<String>,
+}
+
+/// One handle per configured server (starting nothing until a tool is needed), shared
+/// with the discoveries a bounded wait leaves running in the background. Every method
+/// of [`SessionInner`] is available on it.
+pub struct Session(Arc<SessionInner>);
+
+impl std::ops::Deref for Session {
+    type Target = SessionInner;
+    fn deref(&self) -> &SessionInner {
+        &self.0
+    }
+}
+
+/// The session's state; see [`Session`].
+pub struct SessionInner {
+    /// Discoveries still running after a bounded wait; `close` aborts them.
+    background: Mutex<Vec<tokio::task::AbortHandle>>,
     servers: Vec<Arc<Server>>,
     generation: Arc<AtomicU64>,
     guard: Arc<Guard>,
@@ -231,7 +266,8 @@ pub fn servers(config: &Config, opts: SessionOptions) -> Session {
 impl Session {
     pub fn new(config: &Config, opts: SessionOptions) -> Session {
         let generation = Arc::new(AtomicU64::new(0));
-        Session {
+        Session(Arc::new(SessionInner {
+            background: Mutex::new(Vec::new()),
             generation: generation.clone(),
             servers: config
                 .servers
@@ -253,9 +289,92 @@ impl Session {
             validators: Mutex::new(HashMap::new()),
             sign_ins: Mutex::new(HashMap::new()),
             held: config.held.clone(),
+        }))
+    }
+
+    /// The names for the prompt, waiting at most `budget` for servers that must be
+    /// discovered: cached names at once, the rest concurrently. A server not ready in
+    /// time is `pending` and keeps starting in the background (and is cached when it is
+    /// ready, for this session's searches and the next session's prompt).
+    pub async fn tool_names_within(&self, budget: Duration) -> PromptNames {
+        let (mut names, mut failures, missing) = self.names_at_hand();
+        let (found, more, pending) = self.discover_within(&missing, budget).await;
+        names.extend(found.iter().map(tool_name_of));
+        failures.extend(more);
+        PromptNames {
+            names: dedupe_names(names),
+            failures,
+            pending,
         }
     }
 
+    /// Every tool available within `budget`: as [`SessionInner::catalog`], but servers
+    /// still starting when the budget runs out are `pending`, not waited for.
+    pub async fn catalog_within(&self, budget: Duration) -> Catalog {
+        let mut ready = Vec::new();
+        let mut missing = Vec::new();
+        for s in &self.servers {
+            if self.needs_start(s) {
+                missing.push(s.spec.name.clone());
+            } else {
+                ready.push(s.spec.name.clone());
+            }
+        }
+        let (mut tools, mut failures) = self.discover_many(&ready).await;
+        let (found, more, pending) = self.discover_within(&missing, budget).await;
+        tools.extend(found);
+        failures.extend(more);
+        let mut catalog = unique(tools, failures);
+        catalog.pending = pending;
+        catalog
+    }
+
+    /// Discovers `names` in background tasks, collecting what finishes within `budget`.
+    async fn discover_within(
+        &self,
+        names: &[String],
+        budget: Duration,
+    ) -> (Vec<SanitizedTool>, Vec<McpError>, Vec<String>) {
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(budget)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
+        let mut tools = Vec::new();
+        let mut failures = Vec::new();
+        let mut pending = Vec::new();
+        let mut running = Vec::new();
+        for name in names {
+            // Already being started (by an earlier bounded wait): do not start it twice.
+            if self.server(name).is_ok_and(|s| s.state.try_lock().is_err()) {
+                pending.push(name.clone());
+                continue;
+            }
+            let inner = self.0.clone();
+            let n = name.clone();
+            let task = tokio::spawn(async move { inner.tools_for(&n, false).await });
+            {
+                let mut bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+                bg.retain(|h| !h.is_finished());
+                bg.push(task.abort_handle());
+            }
+            running.push((name.clone(), task));
+        }
+        for (name, mut task) in running {
+            match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(Ok(Ok(t))) => tools.extend(t.iter().cloned()),
+                Ok(Ok(Err(e))) => failures.push(e),
+                Ok(Err(e)) => failures.push(McpError::Failed {
+                    server: name,
+                    reason: format!("its discovery stopped: {e}"),
+                }),
+                Err(_) => pending.push(name),
+            }
+        }
+        (tools, failures, pending)
+    }
+}
+
+impl SessionInner {
     /// The error for a configured entry that may not run, if `name` is one.
     fn held_error(&self, name: &str) -> Option<McpError> {
         let h = self.held.iter().find(|h| h.name == name)?;
@@ -293,6 +412,11 @@ impl Session {
 
     /// Changes whenever any server's known tools change (read from cache, discovered,
     /// refreshed, reset), so derived data such as a search index can be kept until then.
+    /// How long prompts and searches wait for servers that must be discovered.
+    pub fn prompt_budget(&self) -> Duration {
+        self.opts.prompt_budget
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
@@ -365,17 +489,57 @@ impl Session {
     /// The names the prompt carries, from the cache where it has them; servers without
     /// a cache entry are discovered, concurrently, each under its own deadline.
     pub async fn tool_names(&self) -> (Vec<ToolName>, Vec<McpError>) {
+        let (mut names, failures, missing) = self.names_at_hand();
+        let cold = !missing.is_empty();
+        let (found, more) = self.discover_many(&missing).await;
+        names.extend(found.iter().map(tool_name_of));
+        let names = dedupe_names(names);
+        if !cold
+            && failures.is_empty()
+            && let Some(key) = self.idle_index_key()
+        {
+            self.cache.write_index(&key, &names);
+        }
+        let mut failures = failures;
+        failures.extend(more);
+        (names, failures)
+    }
+
+    /// The whole configuration's index key, when no server has started (a running
+    /// server's live list is newer than any index).
+    fn idle_index_key(&self) -> Option<String> {
         let all_idle = self
             .servers
             .iter()
             .all(|s| matches!(s.state.try_lock().as_deref(), Ok(State::Idle)));
-        let index_key = if all_idle { self.index_key() } else { None };
-        if let Some(key) = &index_key
-            && let Some(names) = self.cache.read_index(key)
+        if all_idle { self.index_key() } else { None }
+    }
+
+    /// Whether `s` must be started for its tools (or is being started now): not running,
+    /// not failed, nothing cached this session or on disk.
+    fn needs_start(&self, s: &Server) -> bool {
+        let Ok(state) = s.state.try_lock() else {
+            return true;
+        };
+        matches!(*state, State::Idle)
+            && s.cached().is_none()
+            && self
+                .adapter_digest(s)
+                .ok()
+                .and_then(|d| self.cache.names(&s.spec, &d))
+                .is_none()
+    }
+
+    /// The names at hand without starting anything: the whole index when it is warm,
+    /// else each server's live or cached names; and the servers that have neither.
+    fn names_at_hand(&self) -> (Vec<ToolName>, Vec<McpError>, Vec<String>) {
+        if let Some(key) = self.idle_index_key()
+            && let Some(names) = self.cache.read_index(&key)
         {
-            return (names, Vec::new());
+            return (names, Vec::new(), Vec::new());
         }
         let mut names = Vec::new();
+        let mut failures = Vec::new();
         let mut missing = Vec::new();
         for s in &self.servers {
             if let Some(running) = s.state.try_lock().ok().and_then(|st| match &*st {
@@ -383,6 +547,13 @@ impl Session {
                 _ => None,
             }) {
                 names.extend(offered(&s.spec, running.tools()).iter().map(tool_name_of));
+                continue;
+            }
+            if let Some(State::Failed(reason)) = s.state.try_lock().ok().as_deref() {
+                failures.push(McpError::Failed {
+                    server: s.spec.name.clone(),
+                    reason: reason.clone(),
+                });
                 continue;
             }
             match self
@@ -396,16 +567,7 @@ impl Session {
                 None => missing.push(s.spec.name.clone()),
             }
         }
-        let cold = !missing.is_empty();
-        let (found, failures) = self.discover_many(&missing).await;
-        names.extend(found.iter().map(tool_name_of));
-        let names = dedupe_names(names);
-        if let Some(key) = index_key
-            && !cold
-        {
-            self.cache.write_index(&key, &names);
-        }
-        (names, failures)
+        (names, failures, missing)
     }
 
     /// Identifies the whole configuration's cached names: every server's name, transport
@@ -441,22 +603,7 @@ impl Session {
     pub async fn catalog(&self) -> Catalog {
         let names: Vec<String> = self.servers.iter().map(|s| s.spec.name.clone()).collect();
         let (tools, failures) = self.discover_many(&names).await;
-        let mut seen = HashSet::new();
-        let tools = tools
-            .into_iter()
-            .filter(|t| {
-                let fresh = seen.insert(t.name().to_owned());
-                if !fresh {
-                    tracing::warn!(
-                        server = t.server(),
-                        "tool {} hidden: its name is taken by another server",
-                        t.name()
-                    );
-                }
-                fresh
-            })
-            .collect();
-        Catalog { tools, failures }
+        unique(tools, failures)
     }
 
     /// Servers' tools for a command that did not name them: one that failed within
@@ -915,6 +1062,8 @@ impl Session {
                     },
                 );
                 *state = State::Failed(reason);
+                // A bounded wait may have reported it pending: the catalog changed.
+                server.generation.fetch_add(1, Ordering::SeqCst);
                 Err(e)
             }
         }
@@ -1184,6 +1333,14 @@ impl Session {
 
     /// Shuts every started server down and reaps it.
     pub async fn close(&self) {
+        for task in self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
         let closes = self.servers.iter().map(|s| async move {
             let mut state = s.state.lock().await;
             if let State::Running(r) = std::mem::replace(&mut *state, State::Idle) {
@@ -1312,6 +1469,30 @@ async fn list_tools(
     Err(bad(format!(
         "its tools/list goes on for more than {MAX_PAGES} pages"
     )))
+}
+
+/// A catalog of `tools` where a name two servers produced keeps the first.
+fn unique(tools: Vec<SanitizedTool>, failures: Vec<McpError>) -> Catalog {
+    let mut seen = HashSet::new();
+    let tools = tools
+        .into_iter()
+        .filter(|t| {
+            let fresh = seen.insert(t.name().to_owned());
+            if !fresh {
+                tracing::warn!(
+                    server = t.server(),
+                    "tool {} hidden: its name is taken by another server",
+                    t.name()
+                );
+            }
+            fresh
+        })
+        .collect();
+    Catalog {
+        tools,
+        failures,
+        pending: Vec::new(),
+    }
 }
 
 /// What a tool call leaves in the audit trail (never argument values or results).

@@ -20,17 +20,34 @@ pub struct PromptTools {
     pub unavailable: Vec<String>,
 }
 
-/// The tool list for the next prompt.
+/// The tool list for the next prompt: cached names at once, and servers without a cache
+/// entry for at most the session's `prompt_budget`; those still starting are named in
+/// one line and join through `tool_search` when ready.
 pub async fn prompt_tools(session: &Session, search: &ToolSearch) -> PromptTools {
-    let (names, failures) = session.tool_names().await;
+    let ready = session.tool_names_within(session.prompt_budget()).await;
     let mut definitions = vec![definition()];
     definitions.extend(search.found().iter().map(schema_json));
+    let mut unavailable: Vec<String> = ready
+        .failures
+        .iter()
+        .map(|e| crate::text::shown_message(&e.to_string()))
+        .collect();
+    if let Some(line) = pending_line(&ready.pending) {
+        unavailable.push(line);
+    }
     PromptTools {
         definitions,
-        names,
-        unavailable: failures
-            .iter()
-            .map(|e| crate::text::shown_message(&e.to_string()))
-            .collect(),
+        names: ready.names,
+        unavailable,
     }
+}
+
+/// The one line naming servers still starting, if any.
+pub fn pending_line(pending: &[String]) -> Option<String> {
+    (!pending.is_empty()).then(|| {
+        format!(
+            "still starting: {}; their tools can be found with tool_search once they are ready",
+            pending.join(", ")
+        )
+    })
 }

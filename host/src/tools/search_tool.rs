@@ -109,19 +109,31 @@ impl ToolSearch {
         {
             return (index.clone(), unavailable.clone());
         }
-        let catalog = session.catalog().await;
-        let unavailable: Vec<String> = catalog
+        let before = session.generation();
+        let catalog = session.catalog_within(session.prompt_budget()).await;
+        let pending = !catalog.pending.is_empty();
+        let mut unavailable: Vec<String> = catalog
             .failures
             .iter()
             .map(|e| crate::text::shown_message(&e.to_string()))
             .collect();
+        if let Some(line) = crate::tools::prompt::pending_line(&catalog.pending) {
+            unavailable.push(line);
+        }
         let tools = catalog.tools;
         let index = match tokio::task::spawn_blocking(move || SearchIndex::new(tools)).await {
             Ok(i) => Arc::new(i),
             Err(_) => Arc::new(SearchIndex::new(Vec::new())),
         };
-        // Discovery bumps the generation; store the one after it, which describes this catalog.
-        self.lock().index = Some((session.generation(), index.clone(), unavailable.clone()));
+        // Discovery bumps the generation; store the one after it, which describes this
+        // catalog, unless servers are still starting: then the one before, so the index
+        // is rebuilt once any of them is ready.
+        let generation = if pending {
+            before
+        } else {
+            session.generation()
+        };
+        self.lock().index = Some((generation, index.clone(), unavailable.clone()));
         (index, unavailable)
     }
 

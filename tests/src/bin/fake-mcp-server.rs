@@ -3,7 +3,7 @@
 //!
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
-//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, fat-initialize, deep (answers tools/list with a
+//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, fat-initialize, slow-init (answers initialize after 6 s), deep (answers tools/list with a
 //! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
@@ -63,6 +63,10 @@ fn main() {
         let result = match method {
             "initialize" => match mode.as_str() {
                 "silent" => continue,
+                "slow-init" => {
+                    std::thread::sleep(Duration::from_millis(6000));
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "slow", "version": "1"}})
+                }
                 "huge-line" => {
                     let big = "x".repeat(100 << 20);
                     json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": big, "version": "1"}})
