@@ -78,6 +78,9 @@ pub enum McpCommand {
     List {
         #[arg(long)]
         json: bool,
+        /// Where each server's last discovery spent its time, and its first call.
+        #[arg(long)]
+        timings: bool,
     },
     /// Show one server's configuration (environment and header values masked).
     Get { name: String },

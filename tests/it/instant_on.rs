@@ -49,6 +49,28 @@ fn a_call_starts_only_its_own_server() {
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(!stuck.exists());
+
+    // Where the time went, per phase, and the first call's round trip.
+    let r = run(EDGAR, h.path(), &["mcp", "list", "--timings"], b"");
+    let ok_row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("ok\t"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = ok_row.split('\t').collect();
+    assert_eq!(cells.len(), 8, "{}", r.stdout);
+    assert!(cells[1..7].iter().all(|c| c.ends_with(" ms")), "{ok_row}");
+    assert!(r.stdout.contains("stuck\tnot measured yet"), "{}", r.stdout);
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "list", "--json", "--timings"],
+        b"",
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_default();
+    assert_eq!(v[0]["name"], "ok");
+    assert_eq!(v[0]["timings"]["ok"], true);
+    assert!(v[0]["timings"]["first_call_ms"].is_u64(), "{v}");
 }
 
 #[test]
@@ -77,6 +99,17 @@ fn a_failed_server_is_left_alone_until_named_reset_or_changed() {
     );
     let list = run(EDGAR, h.path(), &["mcp", "list"], b"");
     assert!(list.stdout.contains("tried again in"), "{}", list.stdout);
+    let list = run(EDGAR, h.path(), &["mcp", "list", "--timings"], b"");
+    let row = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("stuck\t"))
+        .unwrap_or_default();
+    assert!(
+        row.contains("(failed)") && row.contains("\t-\t"),
+        "{}",
+        list.stdout
+    );
 
     // Naming it tries it at once.
     tools(&["stuck"]);

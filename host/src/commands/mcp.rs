@@ -106,7 +106,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             print_json(&out)?;
             Ok(ExitCode::SUCCESS)
         }
-        McpCommand::List { json } => {
+        McpCommand::List { json, timings } => {
             let config = load(&paths)?;
             let session = session(&config, &cwd);
             let status = session.status();
@@ -120,6 +120,9 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         let mut v = json!({"name": s.name, "type": s.kind, "state": state, "detail": detail});
                         if let Some(si) = sign_in {
                             v["sign_in"] = si.json();
+                        }
+                        if timings && let Some(t) = session.timings(&s.name) {
+                            v["timings"] = json!(t);
                         }
                         v
                     })
@@ -146,6 +149,11 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         out,
                         "no MCP servers configured; add one with `edgar mcp add`"
                     )?;
+                }
+                if timings {
+                    print_timings(&mut out, &session, &status)?;
+                    out.flush()?;
+                    return Ok(ExitCode::SUCCESS);
                 }
                 for (s, sign_in) in status.iter().zip(&sign_ins) {
                     let (state, detail) = describe(&s.state);
@@ -472,6 +480,38 @@ fn quarantine_note(n: usize) -> String {
     } else {
         format!(", {n} quarantined (`edgar mcp approve`)")
     }
+}
+
+/// `edgar mcp list --timings`: one row per server, from its last discovery.
+fn print_timings(
+    out: &mut impl Write,
+    session: &Session,
+    status: &[edgar_host::mcp::client::ServerStatus],
+) -> anyhow::Result<()> {
+    let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| format!("{v} ms"));
+    writeln!(
+        out,
+        "SERVER\tSPAWN\tINITIALIZE\tTOOLS/LIST\tGUARD\tTOTAL\tFIRST CALL\tMEASURED"
+    )?;
+    for s in status {
+        match session.timings(&s.name) {
+            Some(t) => writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}{}\t{}\t{} ago",
+                s.name,
+                ms(Some(t.spawn_ms)),
+                ms(t.initialize_ms),
+                ms(t.list_ms),
+                ms(t.guard_ms),
+                ms(Some(t.total_ms)),
+                if t.ok { "" } else { " (failed)" },
+                ms(t.first_call_ms),
+                edgar_host::text::duration(edgar_host::tools::cache::now().saturating_sub(t.at))
+            )?,
+            None => writeln!(out, "{}\tnot measured yet (never discovered)", s.name)?,
+        }
+    }
+    Ok(())
 }
 
 fn describe(state: &ServerState) -> (&'static str, Option<String>) {

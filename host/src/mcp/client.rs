@@ -26,7 +26,7 @@ use crate::auth::store::Store;
 use crate::config::{Config, Held, Hold, ServerSpec, Transport};
 use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
 use crate::text::shown;
-use crate::tools::cache::{Entry, Failure, ToolCache, ToolName, now};
+use crate::tools::cache::{Entry, Failure, Timings, ToolCache, ToolName, now};
 use crate::trust::audit::AuditLog;
 use crate::trust::pins::{PinStore, Quarantined};
 
@@ -233,6 +233,8 @@ struct Running {
     conn: Connection,
     transport: AsyncMutex<TransportHandle>,
     tools: RwLock<Arc<Vec<SanitizedTool>>>,
+    /// Whether a tool call has gone to it (the first one's latency is recorded).
+    called: std::sync::atomic::AtomicBool,
 }
 
 enum TransportHandle {
@@ -798,6 +800,7 @@ impl SessionInner {
             return Err(self.not_found(name));
         }
         // The result stays the text the server sent: the guard reads it as is.
+        let sent = std::time::Instant::now();
         let text = running
             .conn
             .request_raw(
@@ -806,6 +809,9 @@ impl SessionInner {
                 server.spec.tool_timeout,
             )
             .await?;
+        if !running.called.swap(true, Ordering::Relaxed) {
+            self.note_first_call(&server.spec, sent.elapsed());
+        }
         let adapter = self.adapter(server).await?;
         let (server_name, tool_name) = (tool.server().to_owned(), tool.tool().to_owned());
         record.result_bytes = text.get().len() as u64;
@@ -1074,11 +1080,24 @@ impl SessionInner {
         let spec = &server.spec;
         let name = &spec.name;
         let digest = self.adapter_digest(server)?;
+        let started = std::time::Instant::now();
+        let ms = |since: std::time::Instant| since.elapsed().as_millis() as u64;
+        let mut timings = Timings {
+            at: now(),
+            ..Timings::default()
+        };
         let (mut transport, conn) = self.connect(spec)?;
+        timings.spawn_ms = ms(started);
         let handshake = async {
-            let adapter = self.adapter(server).await?;
-            let (protocol_version, server_info) = self.initialize(spec, &conn).await?;
+            let phase = std::time::Instant::now();
+            // The guard's first load (engine, compile) overlaps the server's own start.
+            let (adapter, init) = tokio::join!(self.adapter(server), self.initialize(spec, &conn));
+            let (adapter, (protocol_version, server_info)) = (adapter?, init?);
+            timings.initialize_ms = Some(ms(phase));
+            let phase = std::time::Instant::now();
             let raw = list_tools(name, &conn, spec.startup_timeout).await?;
+            timings.list_ms = Some(ms(phase));
+            let phase = std::time::Instant::now();
             let (tools, refused) = guard_tools(&adapter, spec, raw).await?;
             let (tools, quarantined) = pin_tools(
                 self.opts.pins.as_deref(),
@@ -1086,9 +1105,14 @@ impl SessionInner {
                 spec,
                 tools,
             )?;
+            timings.guard_ms = Some(ms(phase));
             Ok::<_, McpError>((protocol_version, server_info, tools, refused, quarantined))
         };
-        let outcome = match tokio::time::timeout(spec.startup_timeout, handshake).await {
+        let outcome = tokio::time::timeout(spec.startup_timeout, handshake).await;
+        timings.total_ms = ms(started);
+        timings.ok = matches!(outcome, Ok(Ok(_)));
+        self.cache.write_timings(spec, &timings);
+        let outcome = match outcome {
             Ok(r) => r,
             Err(_) => Err(McpError::Timeout {
                 server: name.clone(),
@@ -1120,7 +1144,21 @@ impl SessionInner {
             conn,
             transport: AsyncMutex::new(transport),
             tools: RwLock::new(Arc::new(entry.tools)),
+            called: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Adds the session's first call latency to the server's last discovery timings.
+    fn note_first_call(&self, spec: &ServerSpec, took: Duration) {
+        if let Some(mut t) = self.cache.read_timings(spec) {
+            t.first_call_ms = Some(took.as_millis() as u64);
+            self.cache.write_timings(spec, &t);
+        }
+    }
+
+    /// The server's last discovery timings, from the cache (`edgar mcp list --timings`).
+    pub fn timings(&self, name: &str) -> Option<Timings> {
+        self.cache.read_timings(&self.server(name).ok()?.spec)
     }
 
     /// The server's sign-in, when the session has a credential store.

@@ -93,6 +93,28 @@ struct IndexServer {
     names: Vec<String>,
 }
 
+/// Where a server's last discovery spent its time, and its first call after it, so
+/// `edgar mcp list --timings` can show which server is slow. Milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    /// When the discovery ran (Unix seconds).
+    pub at: u64,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Process spawned or HTTP client ready.
+    pub spawn_ms: u64,
+    /// `initialize` answered (through adapter loading, which runs beside it).
+    pub initialize_ms: Option<u64>,
+    /// Every `tools/list` page read.
+    pub list_ms: Option<u64>,
+    /// The guard and pin checks over the list.
+    pub guard_ms: Option<u64>,
+    pub total_ms: u64,
+    /// The session's first `tools/call` round trip to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call_ms: Option<u64>,
+}
+
 /// The last discovery failure of a server, kept so `edgar mcp list` can show it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
@@ -343,6 +365,25 @@ impl ToolCache {
     pub fn write_failure(&self, spec: &ServerSpec, failure: &Failure) {
         if let Some(p) = self.failure_path(spec)
             && let Ok(bytes) = serde_json::to_vec(failure)
+        {
+            let _ = crate::paths::write_atomic(&p, &bytes);
+        }
+    }
+
+    fn timings_path(&self, spec: &ServerSpec) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| {
+            d.join("timings")
+                .join(format!("{}-{}.json", spec.name, &spec.digest()[..16]))
+        })
+    }
+
+    pub fn read_timings(&self, spec: &ServerSpec) -> Option<Timings> {
+        read_json(&self.timings_path(spec)?)
+    }
+
+    pub fn write_timings(&self, spec: &ServerSpec, timings: &Timings) {
+        if let Some(p) = self.timings_path(spec)
+            && let Ok(bytes) = serde_json::to_vec(timings)
         {
             let _ = crate::paths::write_atomic(&p, &bytes);
         }
