@@ -4,6 +4,7 @@ mod account;
 mod dev;
 mod guard;
 mod mcp;
+mod progress;
 mod search;
 mod sign_in;
 mod trust;

@@ -136,3 +136,30 @@ fn a_failed_server_is_left_alone_until_named_reset_or_changed() {
     tools(&[]);
     assert!(stuck.exists(), "a changed config did not end the cool-down");
 }
+
+#[test]
+fn discovering_many_servers_shows_progress_on_a_terminal_only() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        h.path(),
+        json!({
+            "ok": {"command": FAKE, "args": ["good"]},
+            "slow": {"command": FAKE, "args": ["slow-init"], "startup_timeout_sec": 20},
+        }),
+    );
+    // `script` (util-linux) gives edgar a terminal; its output is that terminal's.
+    let command = format!("{EDGAR} mcp tools --refresh");
+    let tty = run("script", h.path(), &["-qec", &command, "/dev/null"], b"");
+    assert_eq!(tty.code, Some(0), "{}{}", tty.stdout, tty.stderr);
+    assert!(
+        tty.stdout
+            .contains("discovering MCP servers: 1/2 done; waiting on 'slow'"),
+        "{}",
+        tty.stdout
+    );
+    assert!(tty.stdout.contains("slow__echo"), "{}", tty.stdout);
+    let piped = run(EDGAR, h.path(), &["mcp", "tools", "--refresh"], b"");
+    assert_eq!(piped.code, Some(0), "{}", piped.stderr);
+    assert!(!piped.stderr.contains("discovering"), "{}", piped.stderr);
+    assert!(piped.stdout.contains("slow__echo"), "{}", piped.stdout);
+}

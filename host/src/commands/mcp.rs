@@ -259,20 +259,19 @@ async fn tools(
         Some(n) => vec![n.to_owned()],
         None => session.server_names().map(str::to_owned).collect(),
     };
-    if refresh {
-        for t in &targets {
-            session.reset(t).await?;
-        }
-    }
     let mut names = Vec::new();
     let mut failed = false;
     if name.is_some() || refresh {
-        for t in &targets {
-            let result = if refresh {
-                session.refresh(t).await
+        // Every server at once (each under its own deadline), with progress on a terminal.
+        let results = super::progress::each(&targets, |t| async move {
+            if refresh {
+                session.refresh(&t).await
             } else {
-                session.tools(t).await
-            };
+                session.tools(&t).await
+            }
+        })
+        .await;
+        for result in results {
             match result {
                 Ok(list) => names.extend(list.iter().map(|t| {
                     (
