@@ -1,6 +1,8 @@
 //! Startup cost: `edgar mcp tools` with a warm cache for 0 servers versus 30 servers of
 //! 20 tools each. The 30 servers' commands do not exist, so the run also proves that a
-//! warm listing starts nothing. Prints a Markdown table.
+//! warm listing starts nothing. Then the embedding harness's first prompt
+//! (`Session::tool_names_within`) with those 30 cached servers, alone and beside a 31st
+//! that is uncached and never answers. Prints Markdown tables.
 //!
 //! Run with `cargo bench -p edgar-host --bench startup`.
 
@@ -44,6 +46,60 @@ fn main() {
     println!("| 0 servers | {:.2} ms |", ms(t0));
     println!("| 30 servers x 20 tools | {:.2} ms |", ms(t30));
     println!("| ratio | {:.2}x |", t30.as_secs_f64() / t0.as_secs_f64());
+    prompt_with_a_hung_server(thirty.path());
+}
+
+/// The first prompt's names, warm, and warm plus one server that never answers (`sleep`
+/// as its command): the prompt is ready within `PROMPT_BUDGET` however long it hangs.
+fn prompt_with_a_hung_server(home: &Path) {
+    use edgar_host::config::Transport;
+    use edgar_host::mcp::client::{PROMPT_BUDGET, Session, SessionOptions};
+    const PROMPT_RUNS: usize = 5;
+    let paths = ConfigPaths {
+        user: Some(home.join("config/edgar/mcp.json")),
+        project: home.join(".mcp.json"),
+        state: Some(home.join(".local/state/edgar")),
+        policy: None,
+    };
+    let warm = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let mut hung = warm.clone();
+    let mut spec = warm.servers[0].clone();
+    spec.name = "hung".into();
+    spec.transport = Transport::Stdio {
+        command: "sleep".into(),
+        args: vec!["1000".into()],
+        env: Default::default(),
+        cwd: None,
+        env_inherit: false,
+    };
+    hung.servers.push(spec);
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let prompt = |config: &Config| -> Duration {
+        runtime.block_on(async {
+            let opts = SessionOptions::new(home.to_owned(), Some(home.join("cache/edgar")));
+            let session = Session::new(config, opts);
+            let t = Instant::now();
+            let ready = session.tool_names_within(PROMPT_BUDGET).await;
+            let elapsed = t.elapsed();
+            assert_eq!(ready.names.len(), 600);
+            session.close().await;
+            elapsed
+        })
+    };
+    let mut warms: Vec<Duration> = (0..PROMPT_RUNS).map(|_| prompt(&warm)).collect();
+    let mut hungs: Vec<Duration> = (0..PROMPT_RUNS).map(|_| prompt(&hung)).collect();
+    warms.sort();
+    hungs.sort();
+    let (w, h) = (warms[PROMPT_RUNS / 2], hungs[PROMPT_RUNS / 2]);
+    println!();
+    println!("| first prompt's names (library, `tool_names_within`) | median of {PROMPT_RUNS} |");
+    println!("|---|---|");
+    println!("| 30 cached servers | {:.2} ms |", ms(w));
+    println!(
+        "| the same + 1 uncached server that never answers | {:.0} ms (budget {} ms) |",
+        ms(h),
+        PROMPT_BUDGET.as_millis()
+    );
 }
 
 fn ms(d: Duration) -> f64 {
