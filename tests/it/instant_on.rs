@@ -163,3 +163,40 @@ fn discovering_many_servers_shows_progress_on_a_terminal_only() {
     assert!(!piped.stderr.contains("discovering"), "{}", piped.stderr);
     assert!(piped.stdout.contains("slow__echo"), "{}", piped.stdout);
 }
+
+#[test]
+fn a_hashed_name_resolves_to_its_server_without_starting_others() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = "a_rather_long_server_name_for_hashing";
+    let tool = "fetch_the_complete_history_of_every_pull_request_review_comment";
+    let tools = h.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([{"name": tool, "inputSchema": {"type": "object"}}]).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let stuck = h.path().join("stuck.started");
+    user_config(
+        h.path(),
+        json!({
+            server: {"command": FAKE, "args": ["good"], "env": {"FAKE_TOOLS": tools.display().to_string()}},
+            "stuck": {"command": FAKE, "args": ["silent"], "startup_timeout_sec": 3,
+                      "env": {"FAKE_MARKER": stuck.display().to_string()}},
+        }),
+    );
+    let named = run(EDGAR, h.path(), &["guard", "tool-name", server, tool], b"");
+    let name = named.stdout.trim().trim_matches('"').to_owned();
+    assert!(
+        name.len() <= 64 && name.matches("__").count() >= 2,
+        "{name}"
+    );
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", &name, r#"{"text":"hashed"}"#],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "hashed");
+    assert!(!stuck.exists(), "a hashed name started another server");
+}
