@@ -82,10 +82,16 @@ fn a_failed_server_is_left_alone_until_named_reset_or_changed() {
         a.extend_from_slice(args);
         run(EDGAR, h.path(), &a, b"")
     };
-    // The first command pays the stuck server's deadline once.
+    // The first command lists `ok` within the prompt budget, names `stuck` as still
+    // starting, and waits out its deadline only after the listing, once.
     let first = tools(&[]);
     assert!(stuck.exists());
     assert!(first.stdout.contains("ok__echo"), "{}", first.stdout);
+    assert!(
+        first.stderr.contains("still starting: stuck"),
+        "{}",
+        first.stderr
+    );
     std::fs::remove_file(&stuck).unwrap_or_else(|e| panic!("{e}"));
 
     // The next one does not start it, and says when it will be tried again.

@@ -261,6 +261,7 @@ async fn tools(
     };
     let mut names = Vec::new();
     let mut failed = false;
+    let mut pending = Vec::new();
     if name.is_some() || refresh {
         // Every server at once (each under its own deadline), with progress on a terminal.
         let results = super::progress::each(&targets, |t| async move {
@@ -287,12 +288,22 @@ async fn tools(
             }
         }
     } else {
-        let (list, failures) = session.tool_names().await;
-        names.extend(list.into_iter().map(|n| (n.name, n.server, n.tool)));
-        for e in &failures {
+        // As a prompt would: the names at hand within the budget, the rest named.
+        let ready = session
+            .tool_names_within(edgar_host::mcp::client::PROMPT_BUDGET)
+            .await;
+        names.extend(ready.names.into_iter().map(|n| (n.name, n.server, n.tool)));
+        for e in &ready.failures {
             failed = true;
             eprintln!("edgar: {e}");
         }
+        if !ready.pending.is_empty() {
+            eprintln!(
+                "edgar: still starting: {}; edgar waits for them after listing the rest, so the next command has their tools",
+                ready.pending.join(", ")
+            );
+        }
+        pending = ready.pending;
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
@@ -308,6 +319,10 @@ async fn tools(
         }
     }
     out.flush()?;
+    drop(out);
+    // The listing is out; servers still starting finish (or fail) now, so their tools,
+    // or their failure, are remembered for the next command.
+    session.settle(&pending).await;
     Ok(if failed {
         ExitCode::FAILURE
     } else {

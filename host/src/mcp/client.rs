@@ -331,6 +331,16 @@ impl Session {
         catalog
     }
 
+    /// Waits until the servers `names` (left starting by a bounded wait) are running or
+    /// failed.
+    pub async fn settle(&self, names: &[String]) {
+        for name in names {
+            if let Ok(s) = self.server(name) {
+                drop(s.state.lock().await);
+            }
+        }
+    }
+
     /// Discovers `names` in background tasks, collecting what finishes within `budget`.
     async fn discover_within(
         &self,
