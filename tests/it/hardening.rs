@@ -128,11 +128,20 @@ fn files_are_created_private_and_an_existing_config_keeps_its_mode() {
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(mode(&h.path().join("cache/edgar/logs/s.log")), 0o600);
-    for f in std::fs::read_dir(h.path().join("cache/edgar/tools"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .flatten()
-    {
-        assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+    // Files 0600, directories (failures, timings) 0700, all the way down.
+    let mut dirs = vec![h.path().join("cache/edgar/tools")];
+    while let Some(dir) = dirs.pop() {
+        for f in std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+        {
+            if f.path().is_dir() {
+                assert_eq!(mode(&f.path()), 0o700, "{}", f.path().display());
+                dirs.push(f.path());
+            } else {
+                assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+            }
+        }
     }
 }
 

@@ -299,7 +299,23 @@ impl Session {
     /// time is `pending` and keeps starting in the background (and is cached when it is
     /// ready, for this session's searches and the next session's prompt).
     pub async fn tool_names_within(&self, budget: Duration) -> PromptNames {
-        let (mut names, mut failures, missing) = self.names_at_hand();
+        let (mut names, mut failures, missing) = match self.names_at_hand() {
+            AtHand::Index(names) => {
+                return PromptNames {
+                    names,
+                    ..PromptNames::default()
+                };
+            }
+            AtHand::Servers(names, failures, missing) => (names, failures, missing),
+        };
+        if missing.is_empty() {
+            let names = self.remember_index(names, &failures);
+            return PromptNames {
+                names,
+                failures,
+                pending: Vec::new(),
+            };
+        }
         let (found, more, pending) = self.discover_within(&missing, budget).await;
         names.extend(found.iter().map(tool_name_of));
         failures.extend(more);
@@ -501,20 +517,29 @@ impl SessionInner {
     /// The names the prompt carries, from the cache where it has them; servers without
     /// a cache entry are discovered, concurrently, each under its own deadline.
     pub async fn tool_names(&self) -> (Vec<ToolName>, Vec<McpError>) {
-        let (mut names, failures, missing) = self.names_at_hand();
-        let cold = !missing.is_empty();
+        let (mut names, mut failures, missing) = match self.names_at_hand() {
+            AtHand::Index(names) => return (names, Vec::new()),
+            AtHand::Servers(names, failures, missing) => (names, failures, missing),
+        };
+        if missing.is_empty() {
+            return (self.remember_index(names, &failures), failures);
+        }
         let (found, more) = self.discover_many(&missing).await;
         names.extend(found.iter().map(tool_name_of));
+        failures.extend(more);
+        (dedupe_names(names), failures)
+    }
+
+    /// Every server's names came from the cache: keep them as one index file, so the
+    /// next start reads one file however many servers there are.
+    fn remember_index(&self, names: Vec<ToolName>, failures: &[McpError]) -> Vec<ToolName> {
         let names = dedupe_names(names);
-        if !cold
-            && failures.is_empty()
+        if failures.is_empty()
             && let Some(key) = self.idle_index_key()
         {
             self.cache.write_index(&key, &names);
         }
-        let mut failures = failures;
-        failures.extend(more);
-        (names, failures)
+        names
     }
 
     /// The whole configuration's index key, when no server has started (a running
@@ -544,11 +569,11 @@ impl SessionInner {
 
     /// The names at hand without starting anything: the whole index when it is warm,
     /// else each server's live or cached names; and the servers that have neither.
-    fn names_at_hand(&self) -> (Vec<ToolName>, Vec<McpError>, Vec<String>) {
+    fn names_at_hand(&self) -> AtHand {
         if let Some(key) = self.idle_index_key()
             && let Some(names) = self.cache.read_index(&key)
         {
-            return (names, Vec::new(), Vec::new());
+            return AtHand::Index(names);
         }
         let mut names = Vec::new();
         let mut failures = Vec::new();
@@ -579,7 +604,7 @@ impl SessionInner {
                 None => missing.push(s.spec.name.clone()),
             }
         }
-        (names, failures, missing)
+        AtHand::Servers(names, failures, missing)
     }
 
     /// Identifies the whole configuration's cached names: every server's name, transport
@@ -1517,6 +1542,15 @@ async fn list_tools(
     Err(bad(format!(
         "its tools/list goes on for more than {MAX_PAGES} pages"
     )))
+}
+
+/// The names a session has without starting anything.
+enum AtHand {
+    /// The whole configuration's index file.
+    Index(Vec<ToolName>),
+    /// Each server's live or cached names, the failures known, and the servers that
+    /// have neither.
+    Servers(Vec<ToolName>, Vec<McpError>, Vec<String>),
 }
 
 /// A catalog of `tools` where a name two servers produced keeps the first.
