@@ -44,9 +44,16 @@ fn listing_starts_nothing() {
     );
     assert_eq!(markers(&marks), 0);
 
+    // Cold: what is ready within the prompt budget is listed, the rest named as still
+    // starting; by the time the command exits every server is discovered and cached.
     let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(r.stdout.lines().count(), 150);
+    let listed = r.stdout.lines().count();
+    assert!(
+        listed == 150 || r.stderr.contains("still starting: "),
+        "{listed} names, and: {}",
+        r.stderr
+    );
     assert_eq!(markers(&marks), 30, "a cold cache discovers every server");
 
     for e in std::fs::read_dir(&marks).into_iter().flatten().flatten() {

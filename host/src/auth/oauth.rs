@@ -281,18 +281,31 @@ pub(crate) fn client_builder() -> reqwest::ClientBuilder {
 /// The HTTP client for authorization servers: redirects are never followed (a redirect
 /// from a token endpoint is an SSRF vector), TLS through rustls. Built on first use.
 pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
-    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
-        std::sync::OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            client_builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(TOKEN_TIMEOUT)
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))
-        })
-        .as_ref()
-        .map_err(|e| AuthError::Loopback(e.clone()))
+    static CLIENT: ClientCell = std::sync::OnceLock::new();
+    sign_in_client(&CLIENT, false)
+}
+
+type ClientCell = std::sync::OnceLock<Result<reqwest::Client, String>>;
+
+/// The sign-in client in `cell`, built on first use: no redirects, [`TOKEN_TIMEOUT`],
+/// and with `public_only`, the resolver that refuses local and private addresses.
+fn sign_in_client(
+    cell: &'static ClientCell,
+    public_only: bool,
+) -> Result<&'static reqwest::Client, AuthError> {
+    cell.get_or_init(|| {
+        let mut builder = client_builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(TOKEN_TIMEOUT);
+        if public_only {
+            builder = builder.dns_resolver(std::sync::Arc::new(crate::net::PublicOnly));
+        }
+        builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| AuthError::Loopback(e.clone()))
 }
 
 /// The HTTP client for the authorization servers of a remote MCP server: as
@@ -300,19 +313,8 @@ pub fn http_client() -> Result<&'static reqwest::Client, AuthError> {
 /// a server cannot point edgar's discovery, registration or token requests into this
 /// machine or its private networks.
 pub fn public_http_client() -> Result<&'static reqwest::Client, AuthError> {
-    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
-        std::sync::OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            client_builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(TOKEN_TIMEOUT)
-                .dns_resolver(std::sync::Arc::new(crate::net::PublicOnly))
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))
-        })
-        .as_ref()
-        .map_err(|e| AuthError::Loopback(e.clone()))
+    static CLIENT: ClientCell = std::sync::OnceLock::new();
+    sign_in_client(&CLIENT, true)
 }
 
 /// An authorization server's answer to a form POST.

@@ -351,46 +351,41 @@ impl ToolCache {
         }
     }
 
-    fn failure_path(&self, spec: &ServerSpec) -> Option<PathBuf> {
+    /// A per-server record under `kind/` (`failed`, `timings`), keyed by the server's
+    /// name and transport digest, so a changed command line starts a fresh record.
+    fn record_path(&self, kind: &str, spec: &ServerSpec) -> Option<PathBuf> {
         self.dir.as_ref().map(|d| {
-            d.join("failed")
+            d.join(kind)
                 .join(format!("{}-{}.json", spec.name, &spec.digest()[..16]))
         })
+    }
+
+    fn write_record(&self, kind: &str, spec: &ServerSpec, record: &impl Serialize) {
+        if let Some(p) = self.record_path(kind, spec)
+            && let Ok(bytes) = serde_json::to_vec(record)
+        {
+            let _ = crate::paths::write_atomic(&p, &bytes);
+        }
     }
 
     pub fn read_failure(&self, spec: &ServerSpec) -> Option<Failure> {
-        read_json(&self.failure_path(spec)?)
+        read_json(&self.record_path("failed", spec)?)
     }
 
     pub fn write_failure(&self, spec: &ServerSpec, failure: &Failure) {
-        if let Some(p) = self.failure_path(spec)
-            && let Ok(bytes) = serde_json::to_vec(failure)
-        {
-            let _ = crate::paths::write_atomic(&p, &bytes);
-        }
-    }
-
-    fn timings_path(&self, spec: &ServerSpec) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| {
-            d.join("timings")
-                .join(format!("{}-{}.json", spec.name, &spec.digest()[..16]))
-        })
+        self.write_record("failed", spec, failure);
     }
 
     pub fn read_timings(&self, spec: &ServerSpec) -> Option<Timings> {
-        read_json(&self.timings_path(spec)?)
+        read_json(&self.record_path("timings", spec)?)
     }
 
     pub fn write_timings(&self, spec: &ServerSpec, timings: &Timings) {
-        if let Some(p) = self.timings_path(spec)
-            && let Ok(bytes) = serde_json::to_vec(timings)
-        {
-            let _ = crate::paths::write_atomic(&p, &bytes);
-        }
+        self.write_record("timings", spec, timings);
     }
 
     pub fn clear_failure(&self, spec: &ServerSpec) {
-        if let Some(p) = self.failure_path(spec) {
+        if let Some(p) = self.record_path("failed", spec) {
             let _ = std::fs::remove_file(p);
         }
     }
