@@ -312,6 +312,7 @@ impl McpAuth {
             ("authorization_endpoint", Some(&meta.authorization_endpoint)),
             ("token_endpoint", Some(&meta.token_endpoint)),
             ("registration_endpoint", meta.registration_endpoint.as_ref()),
+            ("revocation_endpoint", meta.revocation_endpoint.as_ref()),
         ] {
             if let Some(u) = u {
                 self.reachable(u, what)?;

@@ -908,23 +908,17 @@ impl SessionInner {
             let i = tools.iter().position(|t| t.name() == name)?;
             Some((tools, i))
         };
-        // A call starts only its own server: the one whose cached names hold the name,
-        // else the one whose prefix the name carries, and only then the uncached rest.
-        for s in &self.servers {
-            let cached = self
-                .adapter_digest(s)
-                .ok()
-                .and_then(|d| self.cache.names(&s.spec, &d))
-                .is_some_and(|(names, _, _)| names.iter().any(|n| n.name == name));
-            if cached && let Some(hit) = find(self.tools(&s.spec.name).await?) {
-                return Ok(hit);
-            }
-        }
-        let owners: Vec<&Arc<Server>> = self
+        // A call starts only its own server. The guard lets no server's tool take a name
+        // without that server's prefix (`check::prefixed`), so the owner is among the
+        // servers the prefix names (several only for a hashed prefix): those with tools
+        // at hand first, reading one cache entry, not every server's names. Only a name
+        // no owner has falls back to the uncached rest.
+        let mut owners: Vec<&Arc<Server>> = self
             .servers
             .iter()
             .filter(|s| crate::guard::check::prefixed(name, &s.spec.name).is_ok())
             .collect();
+        owners.sort_by_cached_key(|s| self.needs_start(s));
         let mut owner_error = None;
         for s in &owners {
             match self.tools(&s.spec.name).await {

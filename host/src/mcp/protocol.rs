@@ -140,19 +140,20 @@ fn classify_one(message: &RawValue) -> Result<Incoming, String> {
     };
     let method: String = serde_json::from_str(method.get())
         .map_err(|_| "a message whose method is not a string".to_owned())?;
+    let shown_method = crate::text::shown(&method);
     let params = || -> Result<Value, String> {
         if message.get().len() > MAX_CONTROL_BYTES {
             return Err(format!(
-                "a {method} message of {} bytes, over the {MAX_CONTROL_BYTES}-byte limit for requests and notifications",
+                "a {shown_method} message of {} bytes, over the {MAX_CONTROL_BYTES}-byte limit for requests and notifications",
                 message.get().len()
             ));
         }
         match m.params {
             Some(p) => serde_json::from_str(p.get()).map_err(|e| {
                 if is_too_deep(&e) {
-                    format!("a {method} message nested deeper than 128 levels")
+                    format!("a {shown_method} message nested deeper than 128 levels")
                 } else {
-                    format!("a {method} message whose params do not decode ({e})")
+                    format!("a {shown_method} message whose params do not decode ({e})")
                 }
             }),
             None => Ok(Value::Null),
@@ -331,13 +332,19 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let deep = format!(
-            r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"a":{}1{}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":2,"method":"ping\u001b]52;c;x","params":{{"a":{}1{}}}}}"#,
             "[".repeat(500),
             "]".repeat(500)
         );
         let deep = RawValue::from_string(deep).unwrap_or_else(|e| panic!("{e}"));
         match classify(&deep).map(|mut v| v.remove(0)) {
-            Ok(Incoming::Refused { reason, .. }) => assert!(reason.contains("deeper"), "{reason}"),
+            Ok(Incoming::Refused { reason, .. }) => {
+                // The server's method name is shown escaped, never as a terminal sequence.
+                assert!(
+                    reason.contains("deeper") && !reason.contains('\u{1b}'),
+                    "{reason}"
+                )
+            }
             other => panic!("{other:?}"),
         }
         // A deep result is fine: it stays text.
