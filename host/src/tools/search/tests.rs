@@ -140,3 +140,63 @@ fn ties_break_by_name_so_ranking_is_stable() {
     ]);
     assert_eq!(top(&ix, "identical", 2), ["a__same", "b__same"]);
 }
+
+#[test]
+fn a_misspelled_tool_name_ranks_that_tool_first() {
+    let ix = index();
+    assert_eq!(
+        top(&ix, "slack_post_mesage", 1),
+        ["slack__slack_post_message"]
+    );
+    assert_eq!(
+        top(&ix, "read_txet_file", 1),
+        ["filesystem__read_text_file"]
+    );
+    assert_eq!(top(&ix, "github/craete_issue", 1), ["github__create_issue"]);
+    // Several servers share the misspelled name: all of them, before anything else.
+    let both = top(&ix, "create_isue", 2);
+    assert!(
+        both.contains(&"github__create_issue".to_string())
+            && both.contains(&"gitlab__create_issue".to_string()),
+        "{both:?}"
+    );
+    // Too far from any name to be a typo: ranked by words as usual.
+    assert_ne!(top(&ix, "crate_tissue_x", 1), ["github__create_issue"]);
+}
+
+#[test]
+fn fusion_finds_by_meaning_what_words_miss_and_names_still_win() {
+    use super::model::DIM;
+    let ix = index();
+    let n = ix.len();
+    // Vectors that make `get_current_time` the only tool close to the query's meaning.
+    let mut vectors = vec![0f32; n * DIM];
+    let clock = (0..n)
+        .find(|&i| ix.tool(i).tool() == "get_current_time")
+        .unwrap_or_else(|| panic!("no clock tool"));
+    for i in 0..n {
+        vectors[i * DIM + usize::from(i == clock)] = 1.0;
+    }
+    let ix = ix.with_vectors(vectors);
+    assert!(ix.has_vectors());
+    let mut query = vec![0f32; DIM];
+    query[1] = 1.0;
+    let ranked = ix.rank_with("what hour is it in Tokyo", Some(&query), 5);
+    assert_eq!(ranked.first().map(|&(i, _)| i), Some(clock));
+    // Without the query's vector the same words find nothing relevant first.
+    assert_ne!(
+        ix.rank("what hour is it in Tokyo", 5)
+            .first()
+            .map(|&(i, _)| i),
+        Some(clock)
+    );
+    // An exact name outranks whatever the vectors say.
+    let named = ix.rank_with("move_file", Some(&query), 5);
+    assert_eq!(ix.tool(named[0].0).name(), "filesystem__move_file");
+}
+
+#[test]
+fn vectors_of_the_wrong_size_are_not_attached() {
+    let ix = index().with_vectors(vec![0.5; 3]);
+    assert!(!ix.has_vectors());
+}

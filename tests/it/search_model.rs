@@ -1,0 +1,135 @@
+//! The semantic stage of `tool_search` with the real model (installed by `.ci/test` with
+//! `edgar search-model install`): the encoder reproduces the reference embedding, the CLI
+//! embeds a catalog once and reuses the vectors, and without a model search degrades to
+//! words, said once.
+
+use edgar_host::tools::search::model::Encoder;
+use edgar_tests::{Run, installed, test_deps, user_config};
+use serde_json::json;
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+
+fn model_dir() -> std::path::PathBuf {
+    installed("search-model/model.safetensors");
+    test_deps().join("search-model")
+}
+
+fn edgar(home: &std::path::Path, model: &std::path::Path, args: &[&str]) -> Run {
+    let out = std::process::Command::new(EDGAR)
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("EDGAR_SEARCH_MODEL", model)
+        .env_remove("EDGAR_CACHE_DIR")
+        .env_remove("EDGAR_CONFIG")
+        .current_dir(home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    Run::from(out)
+}
+
+#[test]
+fn the_encoder_reproduces_the_reference_embedding() {
+    let encoder = Encoder::load(&model_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let v = encoder
+        .embed(&["create a github issue", "Café naïve 工具 x"], 128)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The first values of sentence-transformers' all-MiniLM-L6-v2 embeddings of these
+    // texts (mean pooling, normalized), computed outside edgar.
+    let want: [[f32; 6]; 2] = [
+        [-0.02086, -0.10294, -0.07378, 0.02337, 0.00726, -0.04829],
+        [-0.01369, -0.00759, 0.06361, 0.00002, 0.03091, 0.01966],
+    ];
+    for (got, want) in v.iter().zip(want) {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 2e-4, "{:?} vs {want:?}", &got[..6]);
+        }
+        let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4);
+    }
+    let docs = encoder
+        .embed(
+            &[
+                "filesystem: list directory. Get a detailed listing of all files and directories in a specified path.",
+                "slack: slack post message. Post a new message to a Slack channel",
+            ],
+            64,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let q = encoder
+        .embed(&["what is inside this folder"], 128)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!(cos(&q[0], &docs[0]) > cos(&q[0], &docs[1]) + 0.2);
+}
+
+#[test]
+fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
+    let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shared = home.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        home.path(),
+        json!({"files": {"command": fs, "args": [shared]}}),
+    );
+    let model = model_dir();
+    let first = edgar(
+        home.path(),
+        &model,
+        &["tool-search", "what is inside this folder", "--json"],
+    );
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert_eq!(
+        first.stderr.matches("embedding").count(),
+        1,
+        "{}",
+        first.stderr
+    );
+    let names: Vec<String> = first.json()["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["tool"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        names
+            .iter()
+            .take(3)
+            .any(|n| n.starts_with("list_directory")),
+        "{names:?}"
+    );
+    let vectors = home.path().join("cache/edgar/search");
+    assert!(
+        std::fs::read_dir(&vectors).is_ok_and(|mut d| d.any(|e| e.is_ok())),
+        "no vector cache in {}",
+        vectors.display()
+    );
+    // The same catalog again: nothing embedded, the same answer.
+    let second = edgar(
+        home.path(),
+        &model,
+        &["tool-search", "what is inside this folder", "--json"],
+    );
+    assert!(!second.stderr.contains("embedding"), "{}", second.stderr);
+    assert_eq!(first.json()["tools"], second.json()["tools"]);
+
+    // No model: words only, said once on stderr, and the search still answers.
+    let none = home.path().join("no-model");
+    let r = edgar(home.path(), &none, &["tool-search", "list_directory"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("semantic search is off").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("edgar search-model install"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("files__list_directory"), "{}", r.stdout);
+}
