@@ -567,7 +567,9 @@ fn the_policy_is_a_ceiling_user_and_project_config_cannot_raise() {
         Some(1),
         "a project entry cannot be approved past the policy"
     );
-    let tools = e(&["mcp", "tools"]);
+    // `--refresh` waits for the server, so a loaded machine cannot leave it "still
+    // starting" past the listing's budget.
+    let tools = e(&["mcp", "tools", "ok", "--refresh"]);
     assert_eq!(
         tools
             .stdout

@@ -133,10 +133,13 @@ impl SearchIndex {
                 }
             }
             for (term, (name, rest)) in weighted {
-                postings
-                    .entry(term.to_owned())
-                    .or_default()
-                    .push((doc as u32, name, rest));
+                let posting = (doc as u32, name, rest);
+                match postings.get_mut(term) {
+                    Some(list) => list.push(posting),
+                    None => {
+                        postings.insert(term.to_owned(), vec![posting]);
+                    }
+                }
             }
         }
         let idf = postings

@@ -286,12 +286,28 @@ pub fn term(word: &str) -> Option<String> {
     Some(stem(word))
 }
 
+/// Most stems remembered per thread: an index build sees the same few thousand words
+/// many times; a hostile catalog of unique words only stops being remembered.
+const MAX_REMEMBERED_STEMS: usize = 50_000;
+
 fn stem(word: &str) -> String {
     static STEMMER: OnceLock<Stemmer> = OnceLock::new();
-    STEMMER
-        .get_or_init(|| Stemmer::create(Algorithm::English))
-        .stem(word)
-        .into_owned()
+    thread_local! {
+        static STEMS: std::cell::RefCell<HashMap<String, String>> = Default::default();
+    }
+    STEMS.with_borrow_mut(|stems| {
+        if let Some(s) = stems.get(word) {
+            return s.clone();
+        }
+        let s = STEMMER
+            .get_or_init(|| Stemmer::create(Algorithm::English))
+            .stem(word)
+            .into_owned();
+        if stems.len() < MAX_REMEMBERED_STEMS {
+            stems.insert(word.to_owned(), s.clone());
+        }
+        s
+    })
 }
 
 /// Lower-cased words, with identifiers split: `getPullRequest` and `get_pull_request`
