@@ -204,7 +204,7 @@ impl Eval {
 fn ranked_ids(ix: &SearchIndex, enc: Option<&model::Encoder>, q: &str) -> Vec<String> {
     ranked(ix, enc, q)
         .iter()
-        .map(|&(i, _)| format!("{}/{}", ix.tool(i).server(), ix.tool(i).tool()))
+        .map(|&(i, _)| format!("{}/{}", ix.names(i).server, ix.names(i).tool))
         .collect()
 }
 
@@ -222,7 +222,7 @@ fn evaluate(ix: &SearchIndex, enc: Option<&model::Encoder>, queries: &Queries) -
         let ranked = ranked(ix, enc, q);
         let ids: Vec<String> = ranked
             .iter()
-            .map(|&(i, _)| format!("{}/{}", ix.tool(i).server(), ix.tool(i).tool()))
+            .map(|&(i, _)| format!("{}/{}", ix.names(i).server, ix.names(i).tool))
             .collect();
         if let Some(p) = ids.iter().position(|id| expect.contains(id)) {
             e.r1 += f64::from(p == 0);

@@ -15,8 +15,13 @@ fn model_dir() -> std::path::PathBuf {
 }
 
 fn edgar(home: &std::path::Path, model: &std::path::Path, args: &[&str]) -> Run {
+    edgar_logging(home, model, args, "warn")
+}
+
+fn edgar_logging(home: &std::path::Path, model: &std::path::Path, args: &[&str], log: &str) -> Run {
     let out = std::process::Command::new(EDGAR)
         .args(args)
+        .env("EDGAR_LOG", log)
         .env("HOME", home)
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))
@@ -132,4 +137,92 @@ fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
         r.stderr
     );
     assert!(r.stdout.contains("files__list_directory"), "{}", r.stdout);
+}
+
+/// The index files under the cache (one per configuration and model).
+fn index_files(home: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(home.join("cache/edgar/tools"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "search"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_warm_search_loads_the_kept_index_and_a_changed_catalog_rebuilds_it() {
+    let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shared = home.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        home.path(),
+        json!({"files": {"command": fs, "args": [shared]}}),
+    );
+    let model = model_dir();
+    // The answer, and whether the index was loaded from its file or kept in it (the
+    // debug log says which).
+    let search = |query: &str| {
+        let r = edgar_logging(
+            home.path(),
+            &model,
+            &["tool-search", query, "--json"],
+            "edgar_host::tools=debug",
+        );
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let how = if r.stderr.contains("search index loaded") {
+            "loaded"
+        } else if r.stderr.contains("search index kept") {
+            "kept"
+        } else {
+            "built"
+        };
+        (r.json()["tools"].clone(), how)
+    };
+    // The first search discovers the server (running: nothing kept); the second reads the
+    // cache and keeps the index; the third loads it.
+    let (discovered, how) = search("what is inside this folder");
+    assert_eq!(how, "built");
+    assert!(index_files(home.path()).is_empty());
+    assert_eq!(
+        search("what is inside this folder"),
+        (discovered.clone(), "kept")
+    );
+    let kept = index_files(home.path());
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let bytes = std::fs::read(&kept[0]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        search("what is inside this folder"),
+        (discovered.clone(), "loaded")
+    );
+    let (named, how) = search("files/list_directory");
+    assert_eq!(
+        (&named[0]["tool"], how),
+        (&json!("list_directory"), "loaded")
+    );
+
+    // A damaged index is ignored, the answer unchanged, and a good one written again.
+    std::fs::write(&kept[0], &bytes[..bytes.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        search("what is inside this folder"),
+        (discovered.clone(), "kept")
+    );
+    assert_eq!(std::fs::read(&kept[0]).ok().as_deref(), Some(&bytes[..]));
+
+    // Without the model the words-only index is another file; the model's stays.
+    let none = home.path().join("no-model");
+    let r = edgar(home.path(), &none, &["tool-search", "list_directory"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(index_files(home.path()).len(), 2);
+
+    // Discovering again rewrites the server's entry: every kept index is stale and gone.
+    let r = edgar(home.path(), &model, &["mcp", "tools", "--refresh"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(index_files(home.path()).is_empty());
+    assert_eq!(search("what is inside this folder").1, "kept");
+    assert_eq!(search("what is inside this folder").1, "loaded");
+    assert_eq!(index_files(home.path()).len(), 1);
 }

@@ -607,6 +607,19 @@ impl SessionInner {
         AtHand::Servers(names, failures, missing)
     }
 
+    /// The session's discovery cache.
+    pub fn cache(&self) -> &ToolCache {
+        &self.cache
+    }
+
+    /// Where the search index of this configuration's cached catalog is kept, and the
+    /// key it is stored under (the configuration's, then `model`); `None` while any
+    /// server runs, since a running server's live list is newer than any file.
+    pub fn search_index(&self, model: &str) -> Option<(PathBuf, String)> {
+        let key = format!("{}-{model}", self.idle_index_key()?);
+        Some((self.cache.search_path(&key)?, key))
+    }
+
     /// Identifies the whole configuration's cached names: every server's name, transport
     /// digest and adapter digest.
     fn index_key(&self) -> Option<String> {

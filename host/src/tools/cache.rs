@@ -20,6 +20,8 @@ use crate::trust::pins::Quarantined;
 const FORMAT: u32 = 2;
 /// Largest cache file read back.
 const MAX_ENTRY_BYTES: u64 = 64 << 20;
+/// Search indexes kept at once (each is a few megabytes per thousand tools).
+const KEPT_SEARCH_INDEXES: usize = 8;
 
 /// A server's discovered tools, as stored.
 #[derive(Debug, Clone)]
@@ -327,6 +329,34 @@ impl ToolCache {
         };
         if let Ok(bytes) = serde_json::to_vec(&index) {
             let _ = crate::paths::write_atomic(&dir.join(format!("index-{key}.json")), &bytes);
+        }
+    }
+
+    /// Where the search index of the configuration `key` is kept. Like the names index
+    /// it is deleted whenever any server's entry is written or removed.
+    pub fn search_path(&self, key: &str) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join(format!("index-{key}.search")))
+    }
+
+    /// Deletes all but the [`KEPT_SEARCH_INDEXES`] newest search indexes (one per
+    /// configuration and model: projects with their own servers each have one).
+    pub fn prune_search_indexes(&self) {
+        let Some(dir) = &self.dir else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut found: Vec<(SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("index-") && name.ends_with(".search")
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        for (_, path) in found.into_iter().skip(KEPT_SEARCH_INDEXES) {
+            let _ = std::fs::remove_file(path);
         }
     }
 

@@ -4,10 +4,12 @@
 //!
 //! Ranking is BM25F over a tool's name (identifier words), title, server, description
 //! and parameters, with stemming and query-side synonyms; an exact tool name in the
-//! query puts that tool first. This module does no I/O.
+//! query puts that tool first. Ranking does no I/O; [`store`] keeps a built index on
+//! disk so a warm process loads it instead of rebuilding it.
 
 pub mod model;
 pub mod semantic;
+pub mod store;
 pub mod text;
 pub mod wordpiece;
 
@@ -18,6 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::guard::SanitizedTool;
+use crate::tools::cache::ToolName;
 use crate::tools::tokens;
 
 /// The default most tokens of schema one search may return.
@@ -74,9 +77,13 @@ const PARAMS: Field = Field {
 };
 const FIELDS: [Field; 5] = [NAME, TITLE, SERVER, DESCRIPTION, PARAMS];
 
-/// An index over a catalog of sanitized tools, built once per catalog.
+/// An index over a catalog of sanitized tools, built once per catalog (or loaded from
+/// [`store`]).
 pub struct SearchIndex {
-    tools: Vec<SanitizedTool>,
+    /// Each tool's names, in index order: all that ranking needs.
+    names: Vec<ToolName>,
+    /// The tools themselves, read only for the ones a search returns.
+    bodies: Bodies,
     /// term -> (tool, BM25F-weighted frequency in the name, and in the other fields)
     postings: HashMap<String, Vec<(u32, f32, f32)>>,
     idf: HashMap<String, f32>,
@@ -90,6 +97,13 @@ pub struct SearchIndex {
     tokens: Vec<OnceLock<usize>>,
     /// The tools' semantic vectors, [`model::DIM`] floats each, when the model ran.
     vectors: Option<Vec<f32>>,
+}
+
+/// Where the tools' full definitions are: in memory (a built index), or in the index
+/// file, decoded one by one when a search returns them.
+enum Bodies {
+    Held(Vec<SanitizedTool>),
+    Stored(store::Stored),
 }
 
 /// One ranked tool.
@@ -142,40 +156,55 @@ impl SearchIndex {
                 }
             }
         }
+        let names = tools
+            .iter()
+            .map(|t| ToolName {
+                name: t.name().to_owned(),
+                server: t.server().to_owned(),
+                tool: t.tool().to_owned(),
+            })
+            .collect();
+        let tokens = (0..n).map(|_| OnceLock::new()).collect();
+        SearchIndex::from_parts(names, Bodies::Held(tools), postings, tokens)
+    }
+
+    /// The index over parts built here or read by [`store`]: what is cheap to derive
+    /// (inverse document frequencies, the name maps) is derived, not stored.
+    fn from_parts(
+        names: Vec<ToolName>,
+        bodies: Bodies,
+        postings: HashMap<String, Vec<(u32, f32, f32)>>,
+        tokens: Vec<OnceLock<usize>>,
+    ) -> SearchIndex {
+        let n = names.len() as f32;
         let idf = postings
             .iter()
             .map(|(t, p)| {
                 let df = p.len() as f32;
-                (t.clone(), (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln())
+                (t.clone(), (1.0 + (n - df + 0.5) / (df + 0.5)).ln())
             })
             .collect();
         let mut exact = HashMap::new();
         let mut by_tool: HashMap<String, Vec<u32>> = HashMap::new();
         let mut servers: HashMap<String, Vec<u32>> = HashMap::new();
-        for (i, t) in tools.iter().enumerate() {
+        for (i, t) in names.iter().enumerate() {
             let i = i as u32;
-            for key in [
-                t.name().to_owned(),
-                format!("{}/{}", t.server(), t.tool()),
-                format!("{}__{}", t.server(), t.tool()),
-            ] {
-                exact.entry(key.to_lowercase()).or_insert(i);
-            }
-            by_tool.entry(t.tool().to_lowercase()).or_default().push(i);
-            for w in text::words(t.server()) {
+            let (server, tool) = (t.server.to_lowercase(), t.tool.to_lowercase());
+            exact.entry(t.name.to_lowercase()).or_insert(i);
+            exact.entry(format!("{server}/{tool}")).or_insert(i);
+            exact.entry(format!("{server}__{tool}")).or_insert(i);
+            by_tool.entry(tool).or_default().push(i);
+            for w in text::words(&t.server) {
                 servers.entry(w).or_default().push(i);
             }
-            servers
-                .entry(t.server().to_lowercase())
-                .or_default()
-                .push(i);
+            servers.entry(server).or_default().push(i);
         }
         for list in servers.values_mut() {
             list.dedup();
         }
-        let tokens = (0..n).map(|_| OnceLock::new()).collect();
         SearchIndex {
-            tools,
+            names,
+            bodies,
             postings,
             idf,
             exact,
@@ -187,25 +216,36 @@ impl SearchIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.names.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.names.is_empty()
     }
 
-    pub fn tool(&self, i: usize) -> &SanitizedTool {
-        &self.tools[i]
+    /// A tool's names (cheap: what ranking and listing need).
+    pub fn names(&self, i: usize) -> &ToolName {
+        &self.names[i]
     }
 
-    /// Tokens of a tool's schema as returned by a search (o200k_base).
+    /// A tool's full definition; `None` if a stored one cannot be read back or fails
+    /// the guard's checks (said in the log).
+    pub fn tool(&self, i: usize) -> Option<&SanitizedTool> {
+        match &self.bodies {
+            Bodies::Held(tools) => tools.get(i),
+            Bodies::Stored(stored) => stored.get(i, self.names.get(i)?),
+        }
+    }
+
+    /// Tokens of a tool's schema as returned by a search (o200k_base); 0 for a tool that
+    /// cannot be read.
     pub fn schema_tokens(&self, i: usize) -> usize {
-        *self.tokens[i].get_or_init(|| tokens::count(&schema_text(&self.tools[i])))
+        *self.tokens[i].get_or_init(|| self.tool(i).map_or(0, |t| tokens::count(&schema_text(t))))
     }
 
     /// Attaches the tools' semantic vectors ([`semantic::tool_vectors`], in tool order).
     pub fn with_vectors(mut self, vectors: Vec<f32>) -> SearchIndex {
-        if vectors.len() == self.tools.len() * model::DIM {
+        if vectors.len() == self.names.len() * model::DIM {
             self.vectors = Some(vectors);
         }
         self
@@ -250,7 +290,7 @@ impl SearchIndex {
             if let Some(&(_, best)) = lexical.first() {
                 lexical.retain(|&(_, s)| s >= best * MIN_RELATIVE_SCORE);
             }
-            scores = vec![0f32; self.tools.len()];
+            scores = vec![0f32; self.names.len()];
             for list in [&lexical, &dense] {
                 for (rank, &(i, _)) in list.iter().enumerate() {
                     scores[i] += 1.0 / (RRF_K + rank as f32 + 1.0);
@@ -294,7 +334,7 @@ impl SearchIndex {
 
     fn order(&self, a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
         b.1.total_cmp(&a.1)
-            .then_with(|| self.tools[a.0].name().cmp(self.tools[b.0].name()))
+            .then_with(|| self.names[a.0].name.cmp(&self.names[b.0].name))
     }
 
     /// The tools whose vectors are closest to the query's, best first, at most
@@ -316,7 +356,7 @@ impl SearchIndex {
         // or one of its synonyms (weighted down, more so outside the name, and never more
         // informative than the word asked for). Taking the best rather than the sum keeps a
         // word with many synonyms from counting many times.
-        let n = self.tools.len();
+        let n = self.names.len();
         let mut scores = vec![0f32; n];
         let mut matched = vec![0u16; n];
         let mut best = vec![0f32; n];

@@ -3,6 +3,9 @@
 //! each under its own deadline), returns schemas best first until the next one would not
 //! fit in the reserve, says so in the `FOUND` text, and remembers what was found: those
 //! tools are directly callable for the rest of the session.
+//!
+//! While no server runs, the index of the cached catalog is loaded from its file
+//! ([`search::store`]) instead of rebuilt; a complete catalog's index is written there.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::guard::SanitizedTool;
 use crate::mcp::client::Session;
-use crate::tools::search::{self, MAX_MATCHES, SearchIndex, semantic};
+use crate::tools::search::{self, MAX_MATCHES, SearchIndex, semantic, store};
 
 /// The built-in tool's name (no server tool may take it).
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -128,6 +131,20 @@ impl ToolSearch {
             return (index.clone(), unavailable.clone());
         }
         let before = session.generation();
+        // Which index: the model's, if it is installed and loads.
+        let model = match semantic::encoder() {
+            Ok(_) => semantic::MODEL_ID,
+            Err(_) => "words",
+        };
+        if let Some((path, key)) = session.search_index(model)
+            && let Ok(Some(index)) =
+                tokio::task::spawn_blocking(move || store::load(&path, &key)).await
+        {
+            tracing::debug!(tools = index.len(), "search index loaded from its file");
+            let index = Arc::new(index);
+            self.lock().index = Some((before, index.clone(), Vec::new()));
+            return (index, Vec::new());
+        }
         let catalog = session.catalog_within(session.prompt_budget()).await;
         let pending = !catalog.pending.is_empty();
         let mut unavailable: Vec<String> = catalog
@@ -140,7 +157,27 @@ impl ToolSearch {
         }
         let tools = catalog.tools;
         let progress = self.progress.clone();
-        let index = match tokio::task::spawn_blocking(move || build(tools, &*progress)).await {
+        // Only a whole catalog read from the cache is kept: nothing failed, nothing is
+        // still starting, no server running.
+        let keep = (unavailable.is_empty() && !pending)
+            .then(|| session.search_index(model))
+            .flatten();
+        let cache = session.cache().clone();
+        let index = match tokio::task::spawn_blocking(move || {
+            let index = build(tools, &*progress);
+            if let Some((path, key)) = keep {
+                match store::write(&index, &path, &key) {
+                    Ok(()) => {
+                        tracing::debug!(tools = index.len(), "search index kept in its file");
+                        cache.prune_search_indexes();
+                    }
+                    Err(e) => tracing::warn!("cannot keep the search index: {e}"),
+                }
+            }
+            index
+        })
+        .await
+        {
             Ok(i) => Arc::new(i),
             Err(_) => Arc::new(SearchIndex::new(Vec::new())),
         };
@@ -180,7 +217,7 @@ impl ToolSearch {
         let mut not_fitted = Vec::new();
         let mut used = 0usize;
         for &(i, score) in &ranked {
-            let t = index.tool(i);
+            let Some(t) = index.tool(i) else { continue };
             let tokens = index.schema_tokens(i);
             if not_fitted.is_empty() && used + tokens <= self.reserve {
                 used += tokens;
@@ -198,10 +235,11 @@ impl ToolSearch {
         }
         {
             let mut state = self.lock();
-            for r in &tools {
-                if let Some(&(i, _)) = ranked.iter().find(|(i, _)| index.tool(*i).name() == r.name)
+            for &(i, _) in &ranked {
+                if let Some(t) = index.tool(i)
+                    && tools.iter().any(|r| r.name == t.name())
                 {
-                    state.found.insert(r.name.clone(), index.tool(i).clone());
+                    state.found.insert(t.name().to_owned(), t.clone());
                 }
             }
         }

@@ -71,7 +71,7 @@ fn index() -> SearchIndex {
 fn top(ix: &SearchIndex, q: &str, n: usize) -> Vec<String> {
     ix.rank(q, n)
         .into_iter()
-        .map(|(i, _)| ix.tool(i).name().to_owned())
+        .map(|(i, _)| ix.names(i).name.clone())
         .collect()
 }
 
@@ -172,7 +172,7 @@ fn fusion_finds_by_meaning_what_words_miss_and_names_still_win() {
     // Vectors that make `get_current_time` the only tool close to the query's meaning.
     let mut vectors = vec![0f32; n * DIM];
     let clock = (0..n)
-        .find(|&i| ix.tool(i).tool() == "get_current_time")
+        .find(|&i| ix.names(i).tool == "get_current_time")
         .unwrap_or_else(|| panic!("no clock tool"));
     for i in 0..n {
         vectors[i * DIM + usize::from(i == clock)] = 1.0;
@@ -192,7 +192,7 @@ fn fusion_finds_by_meaning_what_words_miss_and_names_still_win() {
     );
     // An exact name outranks whatever the vectors say.
     let named = ix.rank_with("move_file", Some(&query), 5);
-    assert_eq!(ix.tool(named[0].0).name(), "filesystem__move_file");
+    assert_eq!(ix.names(named[0].0).name, "filesystem__move_file");
 }
 
 #[test]
