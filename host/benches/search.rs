@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use edgar_host::guard::{AdapterSource, Guard, SanitizedTool};
 use edgar_host::tools::search::semantic::{self, Availability};
-use edgar_host::tools::search::{MAX_MATCHES, RESERVE, SearchIndex, model, schema_text};
+use edgar_host::tools::search::{MAX_MATCHES, RESERVE, SearchIndex, model, schema_text, store};
 use edgar_host::tools::tokens;
 
 type Queries = Vec<(String, Vec<String>)>;
@@ -96,6 +96,7 @@ fn main() {
         corpus.len(),
         ms(latency(&lexical, None, &own))
     );
+    print_stored(&lexical, "lexical");
     let big_tools: Vec<SanitizedTool> = (0..4)
         .flat_map(|copy| {
             if copy == 0 {
@@ -116,6 +117,7 @@ fn main() {
         "| lexical query (median), {big_n} tools | {:.3} ms |",
         ms(latency(&big, None, &own))
     );
+    print_stored(&big, "lexical");
     if let (Some(e), Some(ix), Some(embed)) = (encoder, &fused, embed_time) {
         println!(
             "| embedding the corpus (cold, {} tools, all cores) | {:.1} s |",
@@ -144,12 +146,14 @@ fn main() {
             corpus.len(),
             ms(latency(ix, Some(&qv), &own))
         );
+        print_stored(ix, "fused");
         let vectors: Vec<f32> = (0..4).flat_map(|_| corpus_vectors.clone()).collect();
         let big = big.with_vectors(vectors);
         println!(
             "| fused ranking without the query's embedding (median), {big_n} tools | {:.3} ms |",
             ms(latency(&big, Some(&qv), &own))
         );
+        print_stored(&big, "fused");
     }
     let all_schemas: usize = corpus.iter().map(|t| tokens::count(&schema_text(t))).sum();
     let names_only = tokens::count(
@@ -199,6 +203,33 @@ impl Eval {
             format!("{v:.3}")
         }
     }
+}
+
+/// The index kept on disk: its size, and loading it (median of 11, page cache warm).
+fn print_stored(index: &SearchIndex, what: &str) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("index.search");
+    let t = Instant::now();
+    store::write(index, &path, "bench").unwrap_or_else(|e| panic!("{e}"));
+    let write = t.elapsed();
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let mut times: Vec<Duration> = (0..11)
+        .map(|_| {
+            let t = Instant::now();
+            let loaded = store::load(&path, "bench");
+            let took = t.elapsed();
+            assert!(loaded.is_some_and(|l| l.len() == index.len()));
+            took
+        })
+        .collect();
+    times.sort();
+    println!(
+        "| {what} index file, {} tools: size / write (with token counts) / load | {:.1} MB / {:.0} ms / {:.1} ms |",
+        index.len(),
+        size as f64 / 1e6,
+        ms(write),
+        ms(times[5])
+    );
 }
 
 fn ranked_ids(ix: &SearchIndex, enc: Option<&model::Encoder>, q: &str) -> Vec<String> {

@@ -2,6 +2,7 @@
 //! ([`store`]), and provider keys ([`keys`]). No client secret is compiled in, and no
 //! secret ever appears in output, logs, errors or `Debug`.
 
+pub mod assertion;
 pub mod keys;
 pub mod mcp;
 pub mod oauth;

@@ -117,6 +117,84 @@ pub struct OAuthClient {
     pub client_metadata_url: Option<String>,
     /// A fixed loopback port for the redirect, for clients registered with one.
     pub callback_port: Option<u16>,
+    /// How tokens are obtained: by a human in a browser (the default) or without one.
+    pub grant: Grant,
+    /// A PEM private key file: the client authenticates with a signed JWT
+    /// (`private_key_jwt`, RFC 7523) instead of a secret.
+    pub private_key_file: Option<PathBuf>,
+    /// Scopes to ask for when no human signs in (else the server's challenge decides).
+    pub scope: Option<String>,
+    /// The enterprise identity provider, for [`Grant::CrossAppAccess`].
+    pub identity: Option<IdentityProvider>,
+}
+
+/// How a server's tokens are obtained (`oauth.grant`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// A human signs in in a browser: authorization code with PKCE.
+    #[default]
+    AuthorizationCode,
+    /// The client's own credentials (a secret or a private key), no human: CI,
+    /// services, `edgar mcp serve`. Tokens are fetched again when they expire.
+    ClientCredentials,
+    /// Enterprise-managed sign-in (SEP-990): an ID token from the organisation's
+    /// identity provider is exchanged there for an identity assertion grant (ID-JAG,
+    /// RFC 8693), which the server's authorization server exchanges for its token
+    /// (RFC 7523 JWT bearer grant).
+    CrossAppAccess,
+}
+
+impl Grant {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grant::AuthorizationCode => "authorization_code",
+            Grant::ClientCredentials => "client_credentials",
+            Grant::CrossAppAccess => "cross_app_access",
+        }
+    }
+
+    /// Whether tokens come without a human (and so without a browser).
+    pub fn unattended(self) -> bool {
+        self != Grant::AuthorizationCode
+    }
+}
+
+/// An organisation's identity provider (`oauth.identity`), where an ID token is
+/// exchanged for an ID-JAG.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IdentityProvider {
+    pub token_endpoint: String,
+    /// This client at the identity provider.
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    pub id_token: IdToken,
+}
+
+/// Where the ID token comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum IdToken {
+    /// A command whose standard output is the token (`id_token_command`; split at
+    /// spaces and run without a shell, like `api_key_command`).
+    Command(String),
+    /// A token given by the embedding program (never from a config file).
+    Given(crate::auth::Secret),
+}
+
+impl fmt::Debug for IdentityProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdentityProvider")
+            .field("token_endpoint", &self.token_endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .field(
+                "id_token",
+                &match &self.id_token {
+                    IdToken::Command(c) => format!("command {c:?}"),
+                    IdToken::Given(_) => "***".into(),
+                },
+            )
+            .finish()
+    }
 }
 
 impl fmt::Debug for OAuthClient {
@@ -127,6 +205,10 @@ impl fmt::Debug for OAuthClient {
             .field("issuer", &self.issuer)
             .field("client_metadata_url", &self.client_metadata_url)
             .field("callback_port", &self.callback_port)
+            .field("grant", &self.grant)
+            .field("private_key_file", &self.private_key_file)
+            .field("scope", &self.scope)
+            .field("identity", &self.identity)
             .finish()
     }
 }
@@ -819,12 +901,83 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
     {
         return Err(("oauth", "issuer must be a URL".into()));
     }
+    let grant = match field("grant")?.as_deref() {
+        None | Some("authorization_code") => Grant::AuthorizationCode,
+        Some("client_credentials") => Grant::ClientCredentials,
+        Some("cross_app_access") => Grant::CrossAppAccess,
+        Some(_) => {
+            return Err((
+                "oauth",
+                "grant must be \"authorization_code\", \"client_credentials\" or \"cross_app_access\"".into(),
+            ));
+        }
+    };
+    let client_id = field("client_id")?;
+    let private_key_file = field("private_key_file")?.map(PathBuf::from);
+    if grant.unattended() && client_id.is_none() {
+        return Err((
+            "oauth",
+            format!(
+                "grant \"{}\" needs the client_id the authorization server issued",
+                grant.as_str()
+            ),
+        ));
+    }
+    if grant == Grant::ClientCredentials && client_secret.is_none() == private_key_file.is_none() {
+        return Err((
+            "oauth",
+            "grant \"client_credentials\" needs either client_secret or private_key_file".into(),
+        ));
+    }
+    let identity = match o.get("identity") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(i)) => Some(identity_provider(i, env)?),
+        Some(_) => return Err(("oauth", "identity must be an object".into())),
+    };
+    if grant == Grant::CrossAppAccess && identity.is_none() {
+        return Err((
+            "oauth",
+            "grant \"cross_app_access\" needs \"identity\": the identity provider's token_endpoint, client_id and id_token_command".into(),
+        ));
+    }
     Ok(OAuthClient {
-        client_id: field("client_id")?,
+        client_id,
         client_secret,
         issuer,
         client_metadata_url,
         callback_port,
+        grant,
+        private_key_file,
+        scope: field("scope")?,
+        identity,
+    })
+}
+
+fn identity_provider(i: &Map<String, Value>, env: Lookup) -> Result<IdentityProvider, FieldError> {
+    let field = |k: &'static str| -> Result<Option<String>, FieldError> {
+        string(i, k)
+            .map_err(|(_, m)| ("oauth", format!("identity.{k} {m}")))?
+            .map(|v| expand_field(&v, "oauth", env))
+            .transpose()
+    };
+    let missing = |k: &str| ("oauth", format!("identity needs {k}"));
+    let token_endpoint = field("token_endpoint")?.ok_or_else(|| missing("token_endpoint"))?;
+    if !crate::net::is_https_or_loopback(&token_endpoint) {
+        return Err((
+            "oauth",
+            "identity.token_endpoint must be an https URL (an ID token crosses it)".into(),
+        ));
+    }
+    Ok(IdentityProvider {
+        token_endpoint,
+        client_id: field("client_id")?.ok_or_else(|| missing("client_id"))?,
+        client_secret: field("client_secret")?,
+        id_token: IdToken::Command(
+            // The command is run as written, never expanded (like api_key_command).
+            string(i, "id_token_command")
+                .map_err(|(_, m)| ("oauth", format!("identity.id_token_command {m}")))?
+                .ok_or_else(|| missing("id_token_command"))?,
+        ),
     })
 }
 

@@ -11,6 +11,7 @@ mod mcp_auth;
 mod mcp_cli;
 mod mcp_http_faults;
 mod mcp_http_real;
+mod mcp_machine;
 mod mcp_real;
 mod mcp_stdio;
 mod search;

@@ -218,13 +218,19 @@ fn check_provider_name(name: &str) -> Result<(), AuthError> {
     Ok(())
 }
 
-/// Runs `argv` (no shell), returning its trimmed stdout; failures report the exit status,
-/// never the output.
 async fn run_command(provider: &str, argv: &[String]) -> Result<Secret, AuthError> {
-    let fail = |reason: String| AuthError::KeyCommand {
-        provider: provider.to_owned(),
-        reason,
-    };
+    secret_command(argv)
+        .await
+        .map_err(|reason| AuthError::KeyCommand {
+            provider: provider.to_owned(),
+            reason,
+        })
+}
+
+/// Runs `argv` (no shell), returning its trimmed stdout as a secret; failures report
+/// the exit status, never the output.
+pub(crate) async fn secret_command(argv: &[String]) -> Result<Secret, String> {
+    let fail = |reason: String| reason;
     let Some((program, args)) = argv.split_first() else {
         return Err(fail("the command is empty".into()));
     };

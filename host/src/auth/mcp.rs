@@ -10,6 +10,7 @@
 //! secret per server and never reach output, logs or errors.
 
 pub mod discovery;
+pub mod grant;
 pub mod register;
 pub mod token;
 
@@ -204,6 +205,14 @@ impl McpAuth {
         let mut st = self.state.lock().await;
         self.load(&mut st).await;
         st.authorizations = 0;
+        if self.client_config.grant.unattended() {
+            self.unattended(&mut st, challenge.as_ref(), refused)
+                .await?;
+            return st
+                .creds
+                .clone()
+                .ok_or_else(|| AuthError::NeedsLogin("the sign-in left no token".into()));
+        }
         // A step-up the server asked for while nobody could answer.
         let wanted = st.creds.as_ref().and_then(|c| c.wanted_scope.clone());
         if let Some(w) = wanted
@@ -271,53 +280,12 @@ impl McpAuth {
             )));
         }
         st.authorizations += 1;
-        let from_challenge = challenge.and_then(|c| c.resource_metadata.as_deref());
-        if let Some(u) = from_challenge.and_then(|u| Url::parse(u).ok()) {
-            self.reachable(&u, "resource metadata")?;
-        }
-        let prm = discovery::resource_metadata(self.http()?, &self.url, from_challenge).await?;
-        if let Some(p) = &prm {
-            self.reachable(&p.authorization_server, "the authorization server")?;
-        }
-        let (meta, resource, prm_scopes) = match &prm {
-            Some(p) => {
-                let meta = discovery::server_metadata(self.http()?, &p.authorization_server, true)
-                    .await?
-                    .ok_or_else(|| {
-                        AuthError::Discovery(format!(
-                            "no authorization server metadata for {}",
-                            shown(p.authorization_server.as_str())
-                        ))
-                    })?;
-                (meta, p.resource.clone(), p.scopes_supported.clone())
-            }
-            None if !legacy => {
-                return Err(AuthError::Discovery(format!(
-                    "'{}' did not ask for a sign-in and publishes no OAuth metadata; there is nothing to sign in to",
-                    self.server
-                )));
-            }
-            None => {
-                // A 2025-03-26 server: its origin is the authorization server.
-                let mut origin = self.url.clone();
-                origin.set_path("/");
-                let meta = match discovery::server_metadata(self.http()?, &origin, false).await? {
-                    Some(m) => m,
-                    None => discovery::default_endpoints(&self.url),
-                };
-                (meta, canonical(&self.url), Vec::new())
-            }
-        };
-        for (what, u) in [
-            ("authorization_endpoint", Some(&meta.authorization_endpoint)),
-            ("token_endpoint", Some(&meta.token_endpoint)),
-            ("registration_endpoint", meta.registration_endpoint.as_ref()),
-            ("revocation_endpoint", meta.revocation_endpoint.as_ref()),
-        ] {
-            if let Some(u) = u {
-                self.reachable(u, what)?;
-            }
-        }
+        let (meta, resource, prm_scopes) = self.discover(challenge, legacy).await?;
+        // Before anything is registered: a server no human can sign in to.
+        let mut auth_url = meta
+            .authorization_endpoint
+            .clone()
+            .map_err(AuthError::Discovery)?;
         let scope = choose_scope(challenge, &prm_scopes, &meta);
         let listener = Loopback::bind(self.client_config.callback_port).await?;
         let redirect_uri = listener.redirect_uri();
@@ -326,7 +294,6 @@ impl McpAuth {
             .await?;
         let pkce = oauth::pkce()?;
         let state = oauth::random_token(24)?;
-        let mut auth_url = meta.authorization_endpoint.clone();
         {
             let mut q = auth_url.query_pairs_mut();
             q.append_pair("response_type", "code")
@@ -396,6 +363,149 @@ impl McpAuth {
         st.refreshed = None;
         self.save(st, creds).await;
         Ok(())
+    }
+
+    /// A token without a human ([`grant`]): discovery, then the configured grant.
+    async fn unattended(
+        &self,
+        st: &mut State,
+        challenge: Option<&Challenge>,
+        legacy: bool,
+    ) -> Result<(), AuthError> {
+        if st.authorizations >= MAX_AUTHORIZATIONS {
+            return Err(AuthError::NeedsLogin(format!(
+                "the server still refuses after {MAX_AUTHORIZATIONS} tokens"
+            )));
+        }
+        st.authorizations += 1;
+        let (meta, resource, _) = self.discover(challenge, legacy).await?;
+        let issuer = meta
+            .issuer
+            .clone()
+            .unwrap_or_else(|| meta.token_endpoint.origin().ascii_serialization());
+        if let Some(configured) = &self.client_config.issuer
+            && !same_issuer(configured, &issuer)
+        {
+            return Err(AuthError::Discovery(format!(
+                "the server names the authorization server {}, but the client configured for '{}' was issued by {}; edgar sends its credentials to no other",
+                shown(&issuer),
+                self.server,
+                shown(configured)
+            )));
+        }
+        let scope = challenge
+            .and_then(|c| c.scope.clone())
+            .filter(|s| !s.trim().is_empty())
+            .or_else(|| self.client_config.scope.clone());
+        let target = grant::Target {
+            token_endpoint: meta.token_endpoint.as_str(),
+            issuer: meta.issuer.as_deref(),
+            auth_methods: &meta.auth_methods,
+            resource: &resource,
+            scope: scope.as_deref(),
+        };
+        let creds = grant::fetch(self.http()?, &self.client_config, &target)
+            .await
+            .map_err(Refusal::into_error)?;
+        st.refreshed = None;
+        self.save(st, creds).await;
+        Ok(())
+    }
+
+    /// The same unattended grant again for an expired token, where the last one was
+    /// fetched (no discovery); `false` if it failed.
+    async fn refetch(&self, st: &mut State, creds: &Credentials) -> bool {
+        st.refreshed = Some(creds.access_token.clone());
+        let http = match self.http() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(server = self.server, "cannot fetch a new token: {e}");
+                return false;
+            }
+        };
+        let target = grant::Target {
+            token_endpoint: &creds.token_endpoint,
+            issuer: creds.client.issuer.as_deref(),
+            auth_methods: std::slice::from_ref(&creds.client.method),
+            resource: &creds.resource,
+            scope: creds.scope.as_deref(),
+        };
+        match grant::fetch(http, &self.client_config, &target).await {
+            Ok(new) => {
+                tracing::info!(server = self.server, "new token fetched");
+                self.save(st, new).await;
+                true
+            }
+            Err(r) => {
+                tracing::warn!(
+                    server = self.server,
+                    "fetching a new token failed: {}",
+                    r.into_error()
+                );
+                false
+            }
+        }
+    }
+
+    /// Where and how to sign in: the resource metadata (or, for a 2025-03-26 server when
+    /// `legacy`, its origin), the authorization server's metadata, the resource, and the
+    /// scopes the resource lists.
+    async fn discover(
+        &self,
+        challenge: Option<&Challenge>,
+        legacy: bool,
+    ) -> Result<(ServerMetadata, String, Vec<String>), AuthError> {
+        let from_challenge = challenge.and_then(|c| c.resource_metadata.as_deref());
+        if let Some(u) = from_challenge.and_then(|u| Url::parse(u).ok()) {
+            self.reachable(&u, "resource metadata")?;
+        }
+        let prm = discovery::resource_metadata(self.http()?, &self.url, from_challenge).await?;
+        if let Some(p) = &prm {
+            self.reachable(&p.authorization_server, "the authorization server")?;
+        }
+        let (meta, resource, prm_scopes) = match &prm {
+            Some(p) => {
+                let meta = discovery::server_metadata(self.http()?, &p.authorization_server, true)
+                    .await?
+                    .ok_or_else(|| {
+                        AuthError::Discovery(format!(
+                            "no authorization server metadata for {}",
+                            shown(p.authorization_server.as_str())
+                        ))
+                    })?;
+                (meta, p.resource.clone(), p.scopes_supported.clone())
+            }
+            None if !legacy => {
+                return Err(AuthError::Discovery(format!(
+                    "'{}' did not ask for a sign-in and publishes no OAuth metadata; there is nothing to sign in to",
+                    self.server
+                )));
+            }
+            None => {
+                // A 2025-03-26 server: its origin is the authorization server.
+                let mut origin = self.url.clone();
+                origin.set_path("/");
+                let meta = match discovery::server_metadata(self.http()?, &origin, false).await? {
+                    Some(m) => m,
+                    None => discovery::default_endpoints(&self.url),
+                };
+                (meta, canonical(&self.url), Vec::new())
+            }
+        };
+        for (what, u) in [
+            (
+                "authorization_endpoint",
+                meta.authorization_endpoint.as_ref().ok(),
+            ),
+            ("token_endpoint", Some(&meta.token_endpoint)),
+            ("registration_endpoint", meta.registration_endpoint.as_ref()),
+            ("revocation_endpoint", meta.revocation_endpoint.as_ref()),
+        ] {
+            if let Some(u) = u {
+                self.reachable(u, what)?;
+            }
+        }
+        Ok((meta, resource, prm_scopes))
     }
 
     /// Which client to be: the one used before with this authorization server, a
@@ -470,11 +580,16 @@ impl McpAuth {
         let mut st = self.state.lock().await;
         self.load(&mut st).await;
         let creds = st.creds.clone()?;
+        let now = crate::tools::cache::now();
         let soon = creds
             .expires_at
-            .is_some_and(|t| t <= crate::tools::cache::now() + REFRESH_MARGIN);
+            .is_some_and(|t| t <= now.saturating_add(REFRESH_MARGIN));
         if soon && creds.refresh_token.is_some() {
             self.refresh(&mut st, &creds).await;
+        } else if self.client_config.grant.unattended() && creds.expiring(now, REFRESH_MARGIN) {
+            // A new token costs a signed request, not a refresh token: not for every
+            // request while a short-lived one is still young.
+            self.refetch(&mut st, &creds).await;
         }
         st.creds
             .as_ref()
@@ -549,6 +664,24 @@ impl McpAuth {
         if now.is_some() && now != sent {
             // Another request already renewed the token.
             return true;
+        }
+        if self.client_config.grant.unattended() {
+            // No human and no refresh token: the grant again, once per token, with the
+            // scope a 403 asks for; within the same limit as sign-ins.
+            if status == 401
+                && let Some(creds) = st.creds.clone()
+                && st.refreshed.as_deref() != Some(creds.access_token.as_str())
+                && self.refetch(&mut st, &creds).await
+            {
+                return true;
+            }
+            return match self.unattended(&mut st, challenge, true).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(server = self.server, "fetching a token failed: {e}");
+                    false
+                }
+            };
         }
         if status == 401
             && let Some(creds) = st.creds.clone()

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use edgar_host::auth::Secret;
 use edgar_host::auth::mcp::Browser;
 use edgar_host::auth::store::Store;
-use edgar_host::config::{Config, ServerSpec};
+use edgar_host::config::{Config, Grant, IdToken, IdentityProvider, ServerSpec};
 use edgar_host::mcp::client::{Session, SessionOptions};
 use edgar_host::mcp::elicitation::AcceptDefaults;
 use serde_json::{Map, Value, json};
@@ -39,6 +40,36 @@ fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
     spec.oauth.client_id = context["client_id"].as_str().map(str::to_owned);
     spec.oauth.client_secret = context["client_secret"].as_str().map(str::to_owned);
     spec.oauth.client_metadata_url = Some(CLIENT_METADATA_URL.into());
+    // The extension scenarios sign in without a human: client credentials (a secret or
+    // a private key the suite made) and cross-app access (an ID token the suite's
+    // identity provider issued).
+    let key_file =
+        std::env::temp_dir().join(format!("edgar-conformance-{}.pem", std::process::id()));
+    let _key_guard = RemoveOnDrop(key_file.clone());
+    match scenario.as_str() {
+        "auth/client-credentials-jwt" | "auth/client-credentials-basic" => {
+            spec.oauth.grant = Grant::ClientCredentials;
+            if let Some(pem) = context["private_key_pem"].as_str() {
+                edgar_host::paths::write_atomic(&key_file, pem.as_bytes())
+                    .context("cannot write the scenario's private key")?;
+                spec.oauth.private_key_file = Some(key_file.clone());
+            }
+        }
+        "auth/cross-app-access-complete-flow" => {
+            spec.oauth.grant = Grant::CrossAppAccess;
+            let field = |k: &str| context[k].as_str().map(str::to_owned);
+            spec.oauth.identity = Some(IdentityProvider {
+                token_endpoint: field("idp_token_endpoint")
+                    .context("the scenario names no idp_token_endpoint")?,
+                client_id: field("idp_client_id").context("the scenario names no idp_client_id")?,
+                client_secret: None,
+                id_token: IdToken::Given(Secret::new(
+                    field("idp_id_token").context("the scenario gives no idp_id_token")?,
+                )),
+            });
+        }
+        _ => {}
+    }
     let config = Config {
         servers: vec![spec],
         ..Config::default()
@@ -58,6 +89,15 @@ fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
         outcome
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes a file when dropped (the scenario's private key).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Lists the tools, then calls the scenario's tool (or the first one) with arguments

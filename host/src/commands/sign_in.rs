@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use edgar_host::auth::keys::Keys;
 use edgar_host::auth::mcp::{Browser, McpAuth, Revoked};
 use edgar_host::auth::store::Store;
-use edgar_host::config::{Config, Transport};
+use edgar_host::config::{Config, Grant, Transport};
 use edgar_host::paths;
 use edgar_host::tools::cache::{ToolCache, now};
 use serde_json::{Value, json};
@@ -104,6 +104,11 @@ pub enum SignIn {
     },
     None,
     Unknown(String),
+    /// A server whose tokens come without a human (`oauth.grant`).
+    Unattended {
+        grant: Grant,
+        state: Box<SignIn>,
+    },
 }
 
 impl SignIn {
@@ -123,6 +128,16 @@ impl SignIn {
             },
             SignIn::None => "not signed in".into(),
             SignIn::Unknown(_) => "sign-in unknown".into(),
+            SignIn::Unattended { grant, state } => match **state {
+                SignIn::None => format!("{}: token fetched on first use", grant.as_str()),
+                SignIn::SignedIn {
+                    expires_at: Some(t),
+                    ..
+                } if t <= now() => {
+                    format!("{}: token expired; fetched again on use", grant.as_str())
+                }
+                ref other => format!("{}: {}", grant.as_str(), other.text()),
+            },
         }
     }
 
@@ -130,6 +145,7 @@ impl SignIn {
     pub fn unknown(&self) -> Option<&str> {
         match self {
             SignIn::Unknown(why) => Some(why),
+            SignIn::Unattended { state, .. } => state.unknown(),
             _ => None,
         }
     }
@@ -145,6 +161,11 @@ impl SignIn {
             }
             SignIn::None => json!({"state": "none"}),
             SignIn::Unknown(why) => json!({"state": "unknown", "reason": why}),
+            SignIn::Unattended { grant, state } => {
+                let mut v = state.json();
+                v["grant"] = json!(grant.as_str());
+                v
+            }
         }
     }
 }
@@ -179,6 +200,14 @@ pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
                     Err(e) => SignIn::Unknown(e.to_string()),
                 },
             },
+        };
+        let state = if spec.oauth.grant.unattended() {
+            SignIn::Unattended {
+                grant: spec.oauth.grant,
+                state: Box::new(state),
+            }
+        } else {
+            state
         };
         out.push(Some(state));
     }

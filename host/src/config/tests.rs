@@ -105,6 +105,27 @@ fn errors_name_file_server_and_field() {
             r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"client_id": "c", "client_secret": "s"}}}}"#,
             "client_secret needs \"issuer\"",
         ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "password"}}}}"#,
+            "grant must be",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "client_credentials"}}}}"#,
+            "needs the client_id",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "client_credentials", "client_id": "c"}}}}"#,
+            "either client_secret or private_key_file",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "cross_app_access", "client_id": "c"}}}}"#,
+            "needs \"identity\"",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "cross_app_access", "client_id": "c",
+                "identity": {"token_endpoint": "http://idp.example/token", "client_id": "i", "id_token_command": "x"}}}}}"#,
+            "identity.token_endpoint must be an https URL",
+        ),
         (r#"{"mcpServers": []}"#, "field 'mcpServers'"),
         ("{not json", "not valid JSON"),
     ];
@@ -436,4 +457,41 @@ fn a_project_cannot_make_loading_read_forever() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn unattended_grants_are_read() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = load_user(
+        d.path(),
+        r#"{"mcpServers": {
+            "cc": {"url": "https://h/mcp", "oauth": {"grant": "client_credentials", "client_id": "svc",
+                "private_key_file": "/keys/svc.pem", "scope": "tools:read"}},
+            "xaa": {"url": "https://h/mcp", "oauth": {"grant": "cross_app_access", "client_id": "c",
+                "client_secret": "s", "issuer": "https://as.example",
+                "identity": {"token_endpoint": "https://idp.example/token", "client_id": "i",
+                    "id_token_command": "idp-cli print-id-token"}}},
+            "human": {"url": "https://h/mcp"}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let by = |n: &str| {
+        config
+            .server(n)
+            .map(|s| s.oauth.clone())
+            .unwrap_or_else(|| panic!("no {n}"))
+    };
+    let cc = by("cc");
+    assert_eq!(cc.grant, super::Grant::ClientCredentials);
+    assert_eq!(
+        cc.private_key_file.as_deref(),
+        Some(Path::new("/keys/svc.pem"))
+    );
+    assert_eq!(cc.scope.as_deref(), Some("tools:read"));
+    let xaa = by("xaa");
+    assert_eq!(xaa.grant, super::Grant::CrossAppAccess);
+    let idp = xaa.identity.unwrap_or_else(|| panic!("no identity"));
+    assert!(idp.id_token == super::IdToken::Command("idp-cli print-id-token".into()));
+    assert!(!by("human").grant.unattended());
+    // Secrets stay out of Debug.
+    assert!(!format!("{:?}", by("xaa")).contains("\"s\""));
 }

@@ -354,7 +354,7 @@ impl ToolCache {
             })
             .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
         for (_, path) in found.into_iter().skip(KEPT_SEARCH_INDEXES) {
             let _ = std::fs::remove_file(path);
         }

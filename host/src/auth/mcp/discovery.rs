@@ -22,7 +22,10 @@ pub struct ResourceMetadata {
 #[derive(Debug, Clone)]
 pub struct ServerMetadata {
     pub issuer: Option<String>,
-    pub authorization_endpoint: Url,
+    /// Where a human signs in, or why no human can sign in here (no endpoint, no
+    /// `response_type=code`, no PKCE): a machine-to-machine authorization server still
+    /// serves the grants that need none.
+    pub authorization_endpoint: Result<Url, String>,
     pub token_endpoint: Url,
     pub registration_endpoint: Option<Url>,
     /// RFC 7009 token revocation, used by `edgar mcp logout`.
@@ -263,21 +266,18 @@ fn parse_server_metadata(doc: &Value, issuer: Option<String>) -> Result<ServerMe
         }
     };
     let methods = strings(doc, "code_challenge_methods_supported");
-    if !methods.iter().any(|m| m == "S256") {
-        return Err(fail(
-            "the authorization server does not list S256 in code_challenge_methods_supported, so PKCE cannot be used; refusing to sign in".into(),
-        ));
-    }
     let types = strings(doc, "response_types_supported");
-    if !types.is_empty() && !types.iter().any(|t| t == "code") {
-        return Err(fail(
-            "the authorization server does not support response_type=code".into(),
-        ));
-    }
+    let authorization_endpoint = if !methods.iter().any(|m| m == "S256") {
+        Err("the authorization server does not list S256 in code_challenge_methods_supported, so PKCE cannot be used; refusing to sign in".into())
+    } else if !types.is_empty() && !types.iter().any(|t| t == "code") {
+        Err("the authorization server does not support response_type=code".into())
+    } else {
+        endpoint("authorization_endpoint")?
+            .ok_or_else(|| "the metadata has no authorization_endpoint".to_owned())
+    };
     Ok(ServerMetadata {
         issuer,
-        authorization_endpoint: endpoint("authorization_endpoint")?
-            .ok_or_else(|| fail("the metadata has no authorization_endpoint".into()))?,
+        authorization_endpoint,
         token_endpoint: endpoint("token_endpoint")?
             .ok_or_else(|| fail("the metadata has no token_endpoint".into()))?,
         registration_endpoint: endpoint("registration_endpoint")?,
@@ -303,7 +303,7 @@ pub fn default_endpoints(server: &Url) -> ServerMetadata {
     };
     ServerMetadata {
         issuer: None,
-        authorization_endpoint: at("/authorize"),
+        authorization_endpoint: Ok(at("/authorize")),
         token_endpoint: at("/token"),
         registration_endpoint: Some(at("/register")),
         revocation_endpoint: None,
@@ -363,9 +363,15 @@ mod tests {
     fn pkce_support_is_required() {
         let doc = serde_json::json!({"authorization_endpoint": "https://a/authorize",
             "token_endpoint": "https://a/token"});
-        assert!(parse_server_metadata(&doc, None).is_err());
+        // Without PKCE no human signs in there; a grant without a human still could.
+        let meta = parse_server_metadata(&doc, None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            meta.authorization_endpoint
+                .is_err_and(|e| e.contains("PKCE"))
+        );
         let doc = serde_json::json!({"authorization_endpoint": "https://a/authorize",
             "token_endpoint": "https://a/token", "code_challenge_methods_supported": ["S256"]});
-        assert!(parse_server_metadata(&doc, None).is_ok());
+        let meta = parse_server_metadata(&doc, None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(meta.authorization_endpoint.is_ok());
     }
 }

@@ -20,7 +20,8 @@ pub struct Client {
     pub id: String,
     /// Issued by registration or configured by the user; edgar ships none.
     pub secret: Option<String>,
-    /// `none`, `client_secret_basic` or `client_secret_post`.
+    /// `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt` (the
+    /// key is read from its file for each request, never stored here).
     pub method: String,
     /// The authorization server this client belongs to.
     pub issuer: Option<String>,
@@ -43,6 +44,10 @@ pub struct Credentials {
     pub refresh_token: Option<String>,
     /// Unix seconds.
     pub expires_at: Option<u64>,
+    /// When the token was issued (Unix seconds): a short-lived token is renewed in the
+    /// second half of its life, not on every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub obtained_at: Option<u64>,
     pub scope: Option<String>,
     /// The RFC 8707 resource, sent identically on every request.
     pub resource: String,
@@ -137,8 +142,10 @@ pub async fn request(
             shown(kind)
         ))));
     }
-    let expires_at = expires_at(&json, crate::tools::cache::now());
+    let now = crate::tools::cache::now();
+    let expires_at = expires_at(&json, now);
     Ok(Credentials {
+        obtained_at: Some(now),
         access_token: access_token.to_owned(),
         refresh_token: json
             .get("refresh_token")
@@ -156,7 +163,7 @@ pub async fn request(
 
 /// Client authentication for a request to the authorization server: HTTP Basic (the
 /// returned pair), or `client_id` (and `client_secret`) in the form.
-fn authenticate<'a>(
+pub(crate) fn authenticate<'a>(
     client: &'a Client,
     secret: Option<&'a Secret>,
     form: &mut Vec<(&'static str, String)>,
@@ -236,6 +243,21 @@ pub async fn refresh(http: &reqwest::Client, old: &Credentials) -> Result<Creden
     Ok(new)
 }
 
+impl Credentials {
+    /// Whether the token should be renewed before use: it expires within `margin`
+    /// seconds, or within half its lifetime for a token that lives less than twice that.
+    pub fn expiring(&self, now: u64, margin: u64) -> bool {
+        let Some(at) = self.expires_at else {
+            return false;
+        };
+        let margin = match self.obtained_at {
+            Some(from) if at > from => margin.min((at - from) / 2),
+            _ => margin,
+        };
+        at <= now.saturating_add(margin)
+    }
+}
+
 /// Picks the token endpoint authentication method: the registered one if the server
 /// allows it, else by what the server lists and whether there is a secret.
 pub fn auth_method(registered: Option<&str>, supported: &[String], has_secret: bool) -> String {
@@ -289,6 +311,39 @@ mod tests {
     }
 
     #[test]
+    fn a_short_lived_token_is_renewed_in_its_second_half_not_on_every_use() {
+        let mut c = Credentials {
+            access_token: String::new(),
+            refresh_token: None,
+            expires_at: Some(1030),
+            obtained_at: Some(1000),
+            scope: None,
+            resource: String::new(),
+            token_endpoint: String::new(),
+            client: Client {
+                id: String::new(),
+                secret: None,
+                method: "none".into(),
+                issuer: None,
+            },
+            wanted_scope: None,
+            revocation_endpoint: None,
+        };
+        assert!(!c.expiring(1001, 60));
+        assert!(!c.expiring(1014, 60));
+        assert!(c.expiring(1015, 60));
+        // A long-lived one: the full margin.
+        c.expires_at = Some(1000 + 3600);
+        assert!(!c.expiring(1000 + 3539, 60));
+        assert!(c.expiring(1000 + 3540, 60));
+        // Issue time unknown (stored by an older edgar): the full margin.
+        c.obtained_at = None;
+        assert!(c.expiring(1000 + 3540, 60));
+        c.expires_at = None;
+        assert!(!c.expiring(u64::MAX, 60));
+    }
+
+    #[test]
     fn methods_follow_the_server() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -318,6 +373,7 @@ mod tests {
             access_token: "at-secret-1".into(),
             refresh_token: Some("rt-secret-2".into()),
             expires_at: None,
+            obtained_at: None,
             scope: None,
             resource: "r".into(),
             token_endpoint: "t".into(),

@@ -98,7 +98,7 @@ pub fn write(index: &SearchIndex, path: &Path, key: &str) -> std::io::Result<()>
         body_offset += body.len() as u64;
     }
     // Sorted terms: the same index always writes the same bytes.
-    let mut terms: Vec<(&String, &Vec<(u32, f32, f32)>)> = index.postings.iter().collect();
+    let mut terms: Vec<_> = index.postings.iter().collect();
     terms.sort_by(|a, b| a.0.cmp(b.0));
     for (term, list) in terms {
         put_str(&mut head, term);
@@ -129,7 +129,7 @@ pub fn write(index: &SearchIndex, path: &Path, key: &str) -> std::io::Result<()>
 pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
     let file = File::open(path).ok()?;
     let size = file.metadata().ok()?.len();
-    if size > MAX_FILE || size < 8 {
+    if !(8..=MAX_FILE).contains(&size) {
         return None;
     }
     let mut len = [0u8; 8];
