@@ -44,6 +44,8 @@ struct World {
     need_write: bool,
     /// (token_type_hint) of each RFC 7009 revocation.
     revoked: Vec<String>,
+    /// The issuer the redirect names (RFC 9207), if any.
+    redirect_iss: Option<String>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -119,9 +121,17 @@ fn handle(world: &Shared, req: &Req) -> Resp {
             w.asked.push(scope.clone());
             w.code_scope
                 .insert(code.clone(), scope.unwrap_or_else(|| "files:read".into()));
+            let iss = w
+                .redirect_iss
+                .as_ref()
+                .map(|i| format!("&iss={}", i.replace(':', "%3A").replace('/', "%2F")))
+                .unwrap_or_default();
             Resp::Status(
                 302,
-                vec![("location", format!("{redirect}?code={code}&state={state}"))],
+                vec![(
+                    "location",
+                    format!("{redirect}?code={code}&state={state}{iss}"),
+                )],
             )
         }
         ("POST", "/token") => {
@@ -641,4 +651,26 @@ async fn a_sign_in_lives_in_a_real_keyring() {
         !text.contains("secret-access") && !text.contains("secret-refresh"),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_naming_another_issuer_is_refused_before_the_code_is_sent() {
+    let (server, world) = protected(3600).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    // The right issuer in the redirect: accepted.
+    let base = lock(&world).base.get().cloned().unwrap_or_default();
+    lock(&world).redirect_iss = Some(base);
+    login(&spec, &Store::memory()).await;
+    // Another one (a mix-up): refused, and the code never reaches a token endpoint.
+    lock(&world).redirect_iss = Some("https://evil.example".into());
+    let before = lock(&world).token_requests.len();
+    let e = McpAuth::new(&spec, Store::memory(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("evil.example") && e.contains("refusing"), "{e}");
+    assert_eq!(lock(&world).token_requests.len(), before);
 }

@@ -349,6 +349,7 @@ impl McpAuth {
                 }
             }
         };
+        check_issuer(&meta, callback.iss.as_deref())?;
         let form = vec![
             ("grant_type", "authorization_code".to_owned()),
             ("code", callback.code.expose().to_owned()),
@@ -747,6 +748,23 @@ pub enum Revoked {
     NothingToRevoke,
 }
 
+/// RFC 9207: a redirect that names an issuer must name the one edgar asked, and a server
+/// that promises to name itself must have done so; otherwise the code may be meant for
+/// another authorization server (a mix-up attack) and is not sent anywhere.
+fn check_issuer(meta: &ServerMetadata, iss: Option<&str>) -> Result<(), AuthError> {
+    match (iss, meta.issuer.as_deref()) {
+        (Some(got), Some(want)) if !same_issuer(got, want) => Err(AuthError::Redirect(format!(
+            "the redirect names the authorization server {}, not {} which edgar asked; refusing its code",
+            shown(got),
+            shown(want)
+        ))),
+        (None, _) if meta.iss_in_response => Err(AuthError::Redirect(
+            "the authorization server promises to name itself in the redirect (RFC 9207) but did not; refusing its code".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Whether two issuer identifiers name the same authorization server (RFC 8414 issuers
 /// are compared as strings; a trailing slash is forgiven).
 fn same_issuer(a: &str, b: &str) -> bool {
@@ -893,6 +911,31 @@ mod tests {
     fn auth(url: &str) -> McpAuth {
         McpAuth::new(&ServerSpec::http("s", url), Store::memory(), None)
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_redirect_from_another_issuer_is_refused() {
+        let meta = |iss_in_response| ServerMetadata {
+            issuer: Some("https://as.example".into()),
+            authorization_endpoint: Err(String::new()),
+            token_endpoint: Url::parse("https://as.example/token")
+                .unwrap_or_else(|e| panic!("{e}")),
+            registration_endpoint: None,
+            revocation_endpoint: None,
+            auth_methods: Vec::new(),
+            scopes_supported: Vec::new(),
+            cimd_supported: false,
+            iss_in_response,
+        };
+        assert!(check_issuer(&meta(false), None).is_ok());
+        assert!(check_issuer(&meta(false), Some("https://as.example/")).is_ok());
+        assert!(check_issuer(&meta(true), Some("https://as.example")).is_ok());
+        let e = check_issuer(&meta(false), Some("https://evil.example"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("evil.example") && e.contains("refusing"), "{e}");
+        assert!(check_issuer(&meta(true), None).is_err());
     }
 
     #[test]

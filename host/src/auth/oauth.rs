@@ -57,6 +57,9 @@ pub fn random_token(n: usize) -> Result<String, AuthError> {
 #[derive(Debug)]
 pub struct Callback {
     pub code: Secret,
+    /// The authorization server's issuer, where it names itself in the redirect (RFC
+    /// 9207): checked against the server edgar meant to ask, against mix-up attacks.
+    pub iss: Option<String>,
 }
 
 /// A loopback listener on `127.0.0.1` that answers exactly one redirect.
@@ -166,6 +169,7 @@ pub fn check_redirect(query: &str, state: &str) -> Result<Callback, AuthError> {
     match get("code") {
         Some(code) if !code.is_empty() => Ok(Callback {
             code: Secret::new(code),
+            iss: get("iss").map(str::to_owned),
         }),
         _ => Err(AuthError::Redirect(
             "the redirect has no authorization code".into(),

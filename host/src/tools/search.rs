@@ -8,6 +8,7 @@
 //! disk so a warm process loads it instead of rebuilding it.
 
 pub mod model;
+pub mod postings;
 pub mod semantic;
 pub mod store;
 pub mod text;
@@ -19,6 +20,7 @@ use std::sync::OnceLock;
 use serde::Serialize;
 use serde_json::Value;
 
+use self::postings::Postings;
 use crate::guard::SanitizedTool;
 use crate::tools::cache::ToolName;
 use crate::tools::tokens;
@@ -85,8 +87,7 @@ pub struct SearchIndex {
     /// The tools themselves, read only for the ones a search returns.
     bodies: Bodies,
     /// term -> (tool, BM25F-weighted frequency in the name, and in the other fields)
-    postings: HashMap<String, Vec<(u32, f32, f32)>>,
-    idf: HashMap<String, f32>,
+    postings: Postings,
     /// Lower-cased model name, `server/tool` and `server__tool` -> tool.
     exact: HashMap<String, u32>,
     /// Lower-cased server's own tool name -> tools of that name (several servers share some).
@@ -165,7 +166,12 @@ impl SearchIndex {
             })
             .collect();
         let tokens = (0..n).map(|_| OnceLock::new()).collect();
-        SearchIndex::from_parts(names, Bodies::Held(tools), postings, tokens)
+        SearchIndex::from_parts(
+            names,
+            Bodies::Held(tools),
+            Postings::Built(postings),
+            tokens,
+        )
     }
 
     /// The index over parts built here or read by [`store`]: what is cheap to derive
@@ -173,17 +179,9 @@ impl SearchIndex {
     fn from_parts(
         names: Vec<ToolName>,
         bodies: Bodies,
-        postings: HashMap<String, Vec<(u32, f32, f32)>>,
+        postings: Postings,
         tokens: Vec<OnceLock<usize>>,
     ) -> SearchIndex {
-        let n = names.len() as f32;
-        let idf = postings
-            .iter()
-            .map(|(t, p)| {
-                let df = p.len() as f32;
-                (t.clone(), (1.0 + (n - df + 0.5) / (df + 0.5)).ln())
-            })
-            .collect();
         let mut exact = HashMap::new();
         let mut by_tool: HashMap<String, Vec<u32>> = HashMap::new();
         let mut servers: HashMap<String, Vec<u32>> = HashMap::new();
@@ -206,7 +204,6 @@ impl SearchIndex {
             names,
             bodies,
             postings,
-            idf,
             exact,
             by_tool,
             servers,
@@ -316,6 +313,12 @@ impl SearchIndex {
         ranked
     }
 
+    /// Inverse document frequency of a term in `df` tools (BM25's, never negative).
+    fn idf(&self, df: usize) -> f32 {
+        let (n, df) = (self.names.len() as f32, df as f32);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
     /// Best score first; ties by name, so a ranking never depends on hash order.
     fn sort(&self, ranked: &mut [(usize, f32)]) {
         ranked.sort_by(|a, b| self.order(a, b));
@@ -372,21 +375,24 @@ impl SearchIndex {
                 continue;
             }
             distinct += 1;
-            let own_idf = self.idf.get(&term).copied();
+            let own_idf = self.postings.get(&term).map(|p| self.idf(p.len()));
             let candidates = std::iter::once((&term, 1.0, 1.0)).chain(
                 text::synonyms(&term)
                     .iter()
                     .map(|s| (s, SYNONYM_IN_NAME, SYNONYM_ELSEWHERE)),
             );
             for (t, in_name, elsewhere) in candidates {
-                let (Some(list), Some(&idf)) = (self.postings.get(t), self.idf.get(t)) else {
+                let Some(list) = self.postings.get(t) else {
                     continue;
                 };
+                let idf = self.idf(list.len());
                 let idf = own_idf.map_or(idf, |own| own.min(idf));
-                for &(doc, name, rest) in list {
+                for (doc, name, rest) in list.iter() {
+                    let Some(b) = best.get_mut(doc as usize) else {
+                        continue;
+                    };
                     let tf = in_name * name + elsewhere * rest;
                     let s = idf * tf * (K1 + 1.0) / (tf + K1);
-                    let b = &mut best[doc as usize];
                     if *b == 0.0 {
                         touched.push(doc);
                     }

@@ -33,6 +33,9 @@ pub struct ServerMetadata {
     pub auth_methods: Vec<String>,
     pub scopes_supported: Vec<String>,
     pub cimd_supported: bool,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207): the redirect must
+    /// then name the issuer.
+    pub iss_in_response: bool,
 }
 
 fn fail(msg: String) -> AuthError {
@@ -288,6 +291,10 @@ fn parse_server_metadata(doc: &Value, issuer: Option<String>) -> Result<ServerMe
             .get("client_id_metadata_document_supported")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        iss_in_response: doc
+            .get("authorization_response_iss_parameter_supported")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }
 
@@ -310,6 +317,7 @@ pub fn default_endpoints(server: &Url) -> ServerMetadata {
         auth_methods: Vec::new(),
         scopes_supported: Vec::new(),
         cimd_supported: false,
+        iss_in_response: false,
     }
 }
 

@@ -9,12 +9,12 @@
 //! truncated, corrupt, from another format or for another key reads as absent, and every
 //! definition read from it is re-admitted through the guard's cheap checks.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use super::postings::{Postings, Stored as StoredPostings};
 use super::{SearchIndex, model};
 use crate::guard::{CachedTool, SanitizedTool};
 use crate::tools::cache::ToolName;
@@ -97,13 +97,12 @@ pub fn write(index: &SearchIndex, path: &Path, key: &str) -> std::io::Result<()>
         put_u32(&mut head, body.len() as u32);
         body_offset += body.len() as u64;
     }
-    // Sorted terms: the same index always writes the same bytes.
-    let mut terms: Vec<_> = index.postings.iter().collect();
-    terms.sort_by(|a, b| a.0.cmp(b.0));
-    for (term, list) in terms {
+    // Sorted terms: a loaded index finds them by binary search, and the same index
+    // always writes the same bytes.
+    for (term, list) in index.postings.sorted() {
         put_str(&mut head, term);
         put_u32(&mut head, list.len() as u32);
-        for &(doc, name, rest) in list {
+        for (doc, name, rest) in list.iter() {
             put_u32(&mut head, doc);
             head.extend_from_slice(&name.to_le_bytes());
             head.extend_from_slice(&rest.to_le_bytes());
@@ -182,24 +181,13 @@ pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
         }
         at.push((start, len));
     }
-    let mut postings = HashMap::with_capacity(terms.min(MAX_TOOLS));
-    for _ in 0..terms {
-        let term = r.str()?.to_owned();
-        let count = r.u32()? as usize;
-        // Every posting is 12 bytes: a count the head cannot hold is corrupt.
-        if count > n || count.checked_mul(12)? > r.left() {
-            return None;
-        }
-        let mut list = Vec::with_capacity(count);
-        for _ in 0..count {
-            let doc = r.u32()?;
-            if doc as usize >= n {
-                return None;
-            }
-            list.push((doc, r.f32()?, r.f32()?));
-        }
-        postings.insert(term, list);
-    }
+    // The postings stay in the head's bytes, used in place.
+    let start = r.at;
+    let (postings, end) = StoredPostings::read(head, start, terms, n)?;
+    let mut r = Reader {
+        bytes: postings.bytes(),
+        at: end,
+    };
     let vectors = if dim == 0 {
         None
     } else {
@@ -219,7 +207,12 @@ pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
         at,
         decoded: (0..n).map(|_| OnceLock::new()).collect(),
     };
-    let index = SearchIndex::from_parts(names, super::Bodies::Stored(bodies), postings, tokens);
+    let index = SearchIndex::from_parts(
+        names,
+        super::Bodies::Stored(bodies),
+        Postings::Stored(postings),
+        tokens,
+    );
     Some(match vectors {
         Some(v) => index.with_vectors(v),
         None => index,
@@ -263,10 +256,6 @@ impl<'a> Reader<'a> {
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Some(u64::from_le_bytes(a))
-    }
-
-    fn f32(&mut self) -> Option<f32> {
-        self.u32().map(f32::from_bits)
     }
 
     fn str(&mut self) -> Option<&'a str> {
