@@ -174,6 +174,17 @@ pub enum McpCommand {
     },
     /// Erase everything stored for a server's sign-in.
     Logout { name: String },
+    /// Store a server's client private key (PEM, P-256 or RSA) in the credential store,
+    /// for `"oauth": {"grant": "client_credentials", "private_key": "store"}`. Read from
+    /// `--file` or stdin, checked, never printed.
+    SetKey {
+        name: String,
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// Erase the stored key instead.
+        #[arg(long, conflicts_with = "file")]
+        remove: bool,
+    },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]
     ExampleServer,

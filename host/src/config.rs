@@ -122,6 +122,9 @@ pub struct OAuthClient {
     /// A PEM private key file: the client authenticates with a signed JWT
     /// (`private_key_jwt`, RFC 7523) instead of a secret.
     pub private_key_file: Option<PathBuf>,
+    /// `"private_key": "store"`: the key `edgar mcp set-key NAME` put in the credential
+    /// store (the OS keyring), instead of a file.
+    pub private_key_in_store: bool,
     /// Scopes to ask for when no human signs in (else the server's challenge decides).
     pub scope: Option<String>,
     /// The enterprise identity provider, for [`Grant::CrossAppAccess`].
@@ -207,6 +210,7 @@ impl fmt::Debug for OAuthClient {
             .field("callback_port", &self.callback_port)
             .field("grant", &self.grant)
             .field("private_key_file", &self.private_key_file)
+            .field("private_key_in_store", &self.private_key_in_store)
             .field("scope", &self.scope)
             .field("identity", &self.identity)
             .finish()
@@ -914,6 +918,16 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
     };
     let client_id = field("client_id")?;
     let private_key_file = field("private_key_file")?.map(PathBuf::from);
+    let private_key_in_store = match field("private_key")?.as_deref() {
+        None => false,
+        Some("store") => true,
+        Some(_) => {
+            return Err((
+                "oauth",
+                "private_key must be \"store\" (the key `edgar mcp set-key` stored); a file is \"private_key_file\"".into(),
+            ));
+        }
+    };
     if grant.unattended() && client_id.is_none() {
         return Err((
             "oauth",
@@ -923,10 +937,13 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
             ),
         ));
     }
-    if grant == Grant::ClientCredentials && client_secret.is_none() == private_key_file.is_none() {
+    let credentials = usize::from(client_secret.is_some())
+        + usize::from(private_key_file.is_some())
+        + usize::from(private_key_in_store);
+    if grant == Grant::ClientCredentials && credentials != 1 {
         return Err((
             "oauth",
-            "grant \"client_credentials\" needs either client_secret or private_key_file".into(),
+            "grant \"client_credentials\" needs one of client_secret, private_key_file or \"private_key\": \"store\"".into(),
         ));
     }
     let identity = match o.get("identity") {
@@ -948,6 +965,7 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
         callback_port,
         grant,
         private_key_file,
+        private_key_in_store,
         scope: field("scope")?,
         identity,
     })

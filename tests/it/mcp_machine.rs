@@ -368,3 +368,82 @@ async fn the_cli_fetches_a_token_without_a_browser_and_prints_no_secret() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_kept_in_the_credential_store_signs_after_its_file_is_gone() {
+    let (pem, public) = key_pair();
+    let (server, world) = server(public, 3600).await;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let key_file = home.path().join("svc.pem");
+    std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
+    let config = home.path().join("config/edgar");
+    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("mcp.json"),
+        json!({"mcpServers": {"m2m": {"type": "http", "url": server.url, "oauth": {
+            "grant": "client_credentials", "client_id": CLIENT, "private_key": "store"}}}})
+        .to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("config.json"),
+        r#"{"credential_store": "file"}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let home = home.path().to_owned();
+    let runs = tokio::task::spawn_blocking(move || {
+        let edgar = |args: &[&str], stdin: &[u8]| {
+            let mut a = vec!["EDGAR_LOG=debug", EDGAR];
+            a.extend_from_slice(args);
+            run("env", &home, &a, stdin)
+        };
+        let missing = edgar(&["mcp", "call", "m2m__echo", r#"{"text":"x"}"#], b"");
+        let bad = edgar(
+            &["mcp", "set-key", "m2m"],
+            b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        );
+        let key = home.join("svc.pem");
+        let set = edgar(
+            &["mcp", "set-key", "m2m", "--file", &key.to_string_lossy()],
+            b"",
+        );
+        let _ = std::fs::remove_file(&key);
+        let call = edgar(&["mcp", "call", "m2m__echo", r#"{"text":"x"}"#], b"");
+        vec![missing, bad, set, call]
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let [missing, bad, set, call] = &runs[..] else {
+        panic!("four runs");
+    };
+    assert_ne!(missing.code, Some(0));
+    assert!(
+        missing.stderr.contains("edgar mcp set-key m2m"),
+        "{}",
+        missing.stderr
+    );
+    assert_ne!(bad.code, Some(0));
+    assert!(
+        bad.stderr.contains("the private key cannot be used"),
+        "{}",
+        bad.stderr
+    );
+    assert_eq!(set.code, Some(0), "{}", set.stderr);
+    assert!(
+        set.stdout.contains("stored the ES256 private key of m2m"),
+        "{}",
+        set.stdout
+    );
+    assert_eq!(call.code, Some(0), "{}", call.stderr);
+    assert_eq!(call.stdout.trim(), "fine");
+    assert_eq!(lock(&world).token_requests, ["jwt"]);
+    let key_line = pem.lines().nth(1).unwrap_or_default();
+    for r in &runs {
+        for text in [&r.stdout, &r.stderr] {
+            assert!(
+                !text.contains(key_line) && !text.contains("m2m-access"),
+                "{text}"
+            );
+        }
+    }
+}

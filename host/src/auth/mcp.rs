@@ -26,6 +26,7 @@ use sha2::Digest as _;
 
 use self::discovery::ServerMetadata;
 use self::token::{Client, Credentials, Refusal};
+use super::assertion::SigningKey;
 use super::oauth::{self, Loopback};
 use super::store::Store;
 use super::{AuthError, Secret};
@@ -59,6 +60,8 @@ pub struct McpAuth {
     client_config: OAuthClient,
     store: Store,
     key: String,
+    /// Where `edgar mcp set-key` keeps this server's client private key.
+    client_key: String,
     browser: Option<Browser>,
     /// Where the cross-process refresh lock lives; `None` refreshes without one.
     lock_dir: Option<PathBuf>,
@@ -100,6 +103,7 @@ impl McpAuth {
         Ok(McpAuth {
             server: spec.name.clone(),
             key: store_key(spec),
+            client_key: client_key_entry(spec),
             url,
             client_config: spec.oauth.clone(),
             store,
@@ -405,7 +409,8 @@ impl McpAuth {
             resource: &resource,
             scope: scope.as_deref(),
         };
-        let creds = grant::fetch(self.http()?, &self.client_config, &target)
+        let key = self.signing_key().await?;
+        let creds = grant::fetch(self.http()?, &self.client_config, key.as_ref(), &target)
             .await
             .map_err(Refusal::into_error)?;
         st.refreshed = None;
@@ -431,7 +436,14 @@ impl McpAuth {
             resource: &creds.resource,
             scope: creds.scope.as_deref(),
         };
-        match grant::fetch(http, &self.client_config, &target).await {
+        let key = match self.signing_key().await {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(server = self.server, "cannot fetch a new token: {e}");
+                return false;
+            }
+        };
+        match grant::fetch(http, &self.client_config, key.as_ref(), &target).await {
             Ok(new) => {
                 tracing::info!(server = self.server, "new token fetched");
                 self.save(st, new).await;
@@ -445,6 +457,24 @@ impl McpAuth {
                 );
                 false
             }
+        }
+    }
+
+    /// The client's private key, if it authenticates with one: from its file, or from
+    /// the credential store where `edgar mcp set-key` put it.
+    async fn signing_key(&self) -> Result<Option<SigningKey>, AuthError> {
+        if self.client_config.private_key_in_store {
+            let pem = self.store.read(&self.client_key).await?.ok_or_else(|| {
+                AuthError::Config(format!(
+                    "no private key is stored for '{0}': run `edgar mcp set-key {0} --file KEY.pem`",
+                    self.server
+                ))
+            })?;
+            return SigningKey::from_pem(pem.expose()).map(Some);
+        }
+        match &self.client_config.private_key_file {
+            Some(path) => grant::read_key(path).await.map(Some),
+            None => Ok(None),
         }
     }
 
@@ -837,6 +867,13 @@ impl McpAuth {
 /// changed URL never receives the old server's token.
 pub fn store_key(spec: &ServerSpec) -> String {
     format!("mcp-server:{}:{}", spec.name, &spec.digest()[..16])
+}
+
+/// The credential store entry of a server's client private key (`edgar mcp set-key`):
+/// bound to its URL like its tokens, so a changed URL never gets an assertion signed
+/// with it.
+pub fn client_key_entry(spec: &ServerSpec) -> String {
+    format!("mcp-client-key:{}:{}", spec.name, &spec.digest()[..16])
 }
 
 /// Scopes to ask for: the challenge's, else the resource's `scopes_supported`, else

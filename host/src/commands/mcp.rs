@@ -195,6 +195,15 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             let config = load(&paths)?;
             runtime()?.block_on(super::sign_in::logout(&config, &name))
         }
+        McpCommand::SetKey { name, file, remove } => {
+            let config = load(&paths)?;
+            runtime()?.block_on(super::sign_in::set_key(
+                &config,
+                &name,
+                file.as_deref(),
+                remove,
+            ))
+        }
         McpCommand::Approve { name, all: _, yes } => {
             super::trust::approve(&load(&paths)?, name.as_deref(), yes)
         }

@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use edgar_host::auth::Secret;
+use edgar_host::auth::assertion::SigningKey;
 use edgar_host::auth::keys::Keys;
 use edgar_host::auth::mcp::{Browser, McpAuth, Revoked};
 use edgar_host::auth::store::Store;
@@ -65,6 +67,55 @@ pub async fn login(
             .unwrap_or_default(),
         store.describe()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `edgar mcp set-key NAME`: the client's private key into the credential store.
+pub async fn set_key(
+    config: &Config,
+    name: &str,
+    file: Option<&std::path::Path>,
+    remove: bool,
+) -> anyhow::Result<ExitCode> {
+    let spec = http_server(config, name)?;
+    let store = store()?;
+    let entry = edgar_host::auth::mcp::client_key_entry(spec);
+    if remove {
+        store.erase(&entry).await?;
+        println!("erased the stored private key of {name}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    store.available().await?;
+    let pem = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        None => {
+            use std::io::Read as _;
+            let mut text = String::new();
+            std::io::stdin()
+                .take(64 << 10)
+                .read_to_string(&mut text)
+                .context("cannot read the key from stdin")?;
+            text
+        }
+    };
+    // Refused here, not at the first token request.
+    let key = SigningKey::from_pem(&pem)?;
+    store.write(&entry, &Secret::new(pem)).await?;
+    super::trust::audit(
+        "client_key_stored",
+        json!({"server": name, "url_digest": &spec.digest()[..16], "algorithm": key.algorithm()}),
+    );
+    println!(
+        "stored the {} private key of {name} in {}; the file is no longer needed",
+        key.algorithm(),
+        store.describe()
+    );
+    if !spec.oauth.private_key_in_store {
+        eprintln!(
+            "edgar: '{name}' does not use it yet: set \"oauth\": {{\"grant\": \"client_credentials\", \"client_id\": \"...\", \"private_key\": \"store\"}}"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

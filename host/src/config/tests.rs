@@ -115,7 +115,7 @@ fn errors_name_file_server_and_field() {
         ),
         (
             r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "client_credentials", "client_id": "c"}}}}"#,
-            "either client_secret or private_key_file",
+            "needs one of client_secret, private_key_file",
         ),
         (
             r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "cross_app_access", "client_id": "c"}}}}"#,

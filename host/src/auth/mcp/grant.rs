@@ -39,14 +39,16 @@ impl Target<'_> {
     }
 }
 
-/// A token by `cfg`'s unattended grant.
+/// A token by `cfg`'s unattended grant; `key` is the client's private key when it
+/// authenticates with one (read by the caller from its file or the credential store).
 pub async fn fetch(
     http: &reqwest::Client,
     cfg: &OAuthClient,
+    key: Option<&SigningKey>,
     target: &Target<'_>,
 ) -> Result<Credentials, Refusal> {
     match cfg.grant {
-        Grant::ClientCredentials => client_credentials(http, cfg, target).await,
+        Grant::ClientCredentials => client_credentials(http, cfg, key, target).await,
         Grant::CrossAppAccess => cross_app_access(http, cfg, target).await,
         Grant::AuthorizationCode => Err(Refusal::Failed(AuthError::Config(
             "this server is signed in to by a human (`edgar mcp login`)".into(),
@@ -63,6 +65,7 @@ fn client_id(cfg: &OAuthClient) -> Result<String, Refusal> {
 async fn client_credentials(
     http: &reqwest::Client,
     cfg: &OAuthClient,
+    key: Option<&SigningKey>,
     target: &Target<'_>,
 ) -> Result<Credentials, Refusal> {
     let id = client_id(cfg)?;
@@ -74,9 +77,8 @@ async fn client_credentials(
         form.push(("scope", s.to_owned()));
     }
     let issuer = target.issuer.map(str::to_owned);
-    let client = match &cfg.private_key_file {
-        Some(path) => {
-            let key = read_key(path).await.map_err(Refusal::Failed)?;
+    let client = match key {
+        Some(key) => {
             let jwt = key
                 .assertion(&id, target.audience(), crate::tools::cache::now())
                 .map_err(Refusal::Failed)?;
@@ -211,8 +213,9 @@ async fn exchange(
         })
 }
 
-/// The client's private key, read when a token is needed (not kept in memory).
-async fn read_key(path: &Path) -> Result<SigningKey, AuthError> {
+/// The client's private key from its file, read when a token is needed (not kept in
+/// memory).
+pub async fn read_key(path: &Path) -> Result<SigningKey, AuthError> {
     let path = path.to_owned();
     let text = tokio::task::spawn_blocking(move || -> Result<String, String> {
         use std::io::Read as _;
