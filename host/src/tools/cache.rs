@@ -338,7 +338,7 @@ impl ToolCache {
         Some(self.dir.as_ref()?.join(format!("index-{key}.search")))
     }
 
-    /// Deletes all but the [`KEPT_SEARCH_INDEXES`] newest search indexes (one per
+    /// Deletes all but the `KEPT_SEARCH_INDEXES` newest search indexes (one per
     /// configuration and model: projects with their own servers each have one).
     pub fn prune_search_indexes(&self) {
         let Some(dir) = &self.dir else { return };
