@@ -213,8 +213,9 @@ async fn a_signed_assertion_gets_a_token_and_an_expiring_one_is_fetched_again() 
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let key_file = dir.path().join("svc.pem");
     std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
-    // Tokens that live 2 s, renewed in their second half.
-    let (server, world) = server(public, 2).await;
+    // Tokens that live 6 s, renewed in their second half (expiry has one-second
+    // granularity, so the two calls below have at least 2 s to run on a loaded machine).
+    let (server, world) = server(public, 6).await;
     let spec = spec_with_key(&server.url, &key_file);
     let store = Store::memory();
     let s = session(&spec, &store);
@@ -225,7 +226,7 @@ async fn a_signed_assertion_gets_a_token_and_an_expiring_one_is_fetched_again() 
         ["jwt"],
         "one token, used twice"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(6100)).await;
     call(&s).await.unwrap_or_else(|e| panic!("{e}"));
     s.close().await;
     {
