@@ -88,7 +88,8 @@ pub struct SearchIndex {
     bodies: Bodies,
     /// term -> (tool, BM25F-weighted frequency in the name, and in the other fields)
     postings: Postings,
-    /// Lower-cased model name, `server/tool` and `server__tool` -> tool.
+    /// Lower-cased model name -> tool (`server/tool` and `server__tool` are looked up
+    /// through `by_tool` when a query has them).
     exact: HashMap<String, u32>,
     /// Lower-cased server's own tool name -> tools of that name (several servers share some).
     by_tool: HashMap<String, Vec<u32>>,
@@ -185,17 +186,25 @@ impl SearchIndex {
         let mut exact = HashMap::new();
         let mut by_tool: HashMap<String, Vec<u32>> = HashMap::new();
         let mut servers: HashMap<String, Vec<u32>> = HashMap::new();
+        // A server's words, split once per server (its tools are usually together).
+        let mut server_words: Option<(&str, Vec<String>)> = None;
         for (i, t) in names.iter().enumerate() {
             let i = i as u32;
-            let (server, tool) = (t.server.to_lowercase(), t.tool.to_lowercase());
             exact.entry(t.name.to_lowercase()).or_insert(i);
-            exact.entry(format!("{server}/{tool}")).or_insert(i);
-            exact.entry(format!("{server}__{tool}")).or_insert(i);
-            by_tool.entry(tool).or_default().push(i);
-            for w in text::words(&t.server) {
-                servers.entry(w).or_default().push(i);
+            by_tool.entry(t.tool.to_lowercase()).or_default().push(i);
+            if server_words.as_ref().is_none_or(|(s, _)| *s != t.server) {
+                let mut words = text::words(&t.server);
+                words.push(t.server.to_lowercase());
+                server_words = Some((&t.server, words));
             }
-            servers.entry(server).or_default().push(i);
+            for w in server_words.iter().flat_map(|(_, w)| w) {
+                match servers.get_mut(w.as_str()) {
+                    Some(list) => list.push(i),
+                    None => {
+                        servers.insert(w.clone(), vec![i]);
+                    }
+                }
+            }
         }
         for list in servers.values_mut() {
             list.dedup();
@@ -424,7 +433,7 @@ impl SearchIndex {
         for candidate in std::iter::once(lowered.as_str()).chain(lowered.split_whitespace()) {
             let candidate =
                 candidate.trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | ',' | '.' | '?'));
-            if let Some(&i) = self.exact.get(candidate) {
+            if let Some(i) = self.named_exactly(candidate) {
                 named.push((i, 2.0));
             }
             // A server's own tool name counts when it looks like an identifier or is the
@@ -440,6 +449,31 @@ impl SearchIndex {
             named = self.misspelled(&lowered);
         }
         (scores, named)
+    }
+
+    /// The tool `candidate` (lower-cased) names exactly: its model name, `server/tool`
+    /// or `server__tool`.
+    fn named_exactly(&self, candidate: &str) -> Option<u32> {
+        if let Some(&i) = self.exact.get(candidate) {
+            return Some(i);
+        }
+        let splits = candidate.split_once('/').into_iter().chain(
+            candidate
+                .match_indices("__")
+                .map(|(k, _)| (&candidate[..k], &candidate[k + 2..])),
+        );
+        for (server, tool) in splits {
+            if let Some(&i) = self
+                .by_tool
+                .get(tool)
+                .into_iter()
+                .flatten()
+                .find(|&&i| self.names[i as usize].server.to_lowercase() == server)
+            {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Tools whose name the query misspells: a query of one identifier-like word within a
@@ -461,6 +495,17 @@ impl SearchIndex {
         for (key, i) in keys {
             if let Some(d) = text::edit_distance(q, key, max) {
                 found.push((i, d));
+            }
+        }
+        // `server/tool`: the typos in both parts together.
+        if let Some((s, t)) = q.split_once('/') {
+            for (i, n) in self.names.iter().enumerate() {
+                let Some(ds) = text::edit_distance(s, &n.server.to_lowercase(), max) else {
+                    continue;
+                };
+                if let Some(dt) = text::edit_distance(t, &n.tool.to_lowercase(), max - ds) {
+                    found.push((i as u32, ds + dt));
+                }
             }
         }
         let Some(best) = found.iter().map(|&(_, d)| d).min() else {
