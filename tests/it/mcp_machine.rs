@@ -14,7 +14,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, Grant, ServerSpec};
 use edgar_host::mcp::client::{Session, SessionOptions};
-use edgar_tests::run;
+use edgar_tests::{run, user_config};
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _};
 use serde_json::{Value, json};
@@ -199,6 +199,20 @@ fn session(spec: &ServerSpec, store: &Store) -> Session {
     Session::new(&config, opts)
 }
 
+/// A user config for the CLI: server `m2m` at `url` with this `oauth`, tokens in the file
+/// store (no keyring needed).
+fn cli_config(home: &std::path::Path, url: &str, oauth: Value) {
+    user_config(
+        home,
+        json!({"m2m": {"type": "http", "url": url, "oauth": oauth}}),
+    );
+    std::fs::write(
+        home.join("config/edgar/config.json"),
+        r#"{"credential_store": "file"}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 async fn call(session: &Session) -> Result<(), String> {
     session
         .call("m2m/echo", json!({"text": "x"}))
@@ -301,21 +315,11 @@ async fn the_cli_fetches_a_token_without_a_browser_and_prints_no_secret() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let key_file = home.path().join("svc.pem");
     std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
-    let config = home.path().join("config/edgar");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        config.join("mcp.json"),
-        json!({"mcpServers": {"m2m": {"type": "http", "url": server.url, "oauth": {
-            "grant": "client_credentials", "client_id": CLIENT,
-            "private_key_file": key_file}}}})
-        .to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        config.join("config.json"),
-        r#"{"credential_store": "file"}"#,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    cli_config(
+        home.path(),
+        &server.url,
+        json!({"grant": "client_credentials", "client_id": CLIENT, "private_key_file": key_file}),
+    );
     let home = home.path().to_owned();
     let runs = tokio::task::spawn_blocking(move || {
         let edgar = |args: &[&str]| {
@@ -377,20 +381,11 @@ async fn a_key_kept_in_the_credential_store_signs_after_its_file_is_gone() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let key_file = home.path().join("svc.pem");
     std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
-    let config = home.path().join("config/edgar");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        config.join("mcp.json"),
-        json!({"mcpServers": {"m2m": {"type": "http", "url": server.url, "oauth": {
-            "grant": "client_credentials", "client_id": CLIENT, "private_key": "store"}}}})
-        .to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        config.join("config.json"),
-        r#"{"credential_store": "file"}"#,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    cli_config(
+        home.path(),
+        &server.url,
+        json!({"grant": "client_credentials", "client_id": CLIENT, "private_key": "store"}),
+    );
     let home = home.path().to_owned();
     let runs = tokio::task::spawn_blocking(move || {
         let edgar = |args: &[&str], stdin: &[u8]| {

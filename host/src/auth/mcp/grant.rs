@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::token::{self, Client, Credentials, Refusal};
 use crate::auth::assertion::{self, SigningKey};
-use crate::auth::oauth::post_with;
 use crate::auth::{AuthError, Secret};
 use crate::config::{Grant, IdToken, OAuthClient};
 use crate::text::shown;
@@ -173,29 +172,16 @@ async fn exchange(
     http: &reqwest::Client,
     endpoint: &str,
     client: &Client,
-    mut form: Vec<(&'static str, String)>,
+    form: Vec<(&'static str, String)>,
 ) -> Result<Secret, Refusal> {
-    let secret = client.secret.clone().map(Secret::new);
-    let basic = token::authenticate(client, secret.as_ref(), &mut form);
-    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let response = post_with(http, endpoint, &pairs, basic)
+    let json = token::post_form(http, endpoint, client, form, "the identity provider")
         .await
-        .map_err(Refusal::Failed)?;
-    let json = response.json;
-    if !(200..300).contains(&response.status) {
-        return Err(match json.get("error").and_then(Value::as_str) {
-            Some(error) => Refusal::OAuth {
-                error: format!(
-                    "the identity provider: {}",
-                    error.chars().take(100).collect::<String>()
-                ),
+        .map_err(|r| match r {
+            Refusal::OAuth { error } => Refusal::OAuth {
+                error: format!("the identity provider: {error}"),
             },
-            None => Refusal::Failed(AuthError::Token(format!(
-                "HTTP {} from the identity provider",
-                response.status
-            ))),
-        });
-    }
+            other => other,
+        })?;
     let issued = json.get("issued_token_type").and_then(Value::as_str);
     if issued != Some(ID_JAG_TYPE) {
         return Err(Refusal::Failed(AuthError::Token(format!(

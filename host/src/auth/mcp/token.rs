@@ -105,31 +105,14 @@ pub async fn request(
     http: &reqwest::Client,
     endpoint: &str,
     client: &Client,
-    mut form: Vec<(&'static str, String)>,
+    form: Vec<(&'static str, String)>,
 ) -> Result<Credentials, Refusal> {
-    let secret = client.secret.clone().map(Secret::new);
-    let basic = authenticate(client, secret.as_ref(), &mut form);
     let resource = form
         .iter()
         .find(|(k, _)| *k == "resource")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let response = post_with(http, endpoint, &pairs, basic)
-        .await
-        .map_err(Refusal::Failed)?;
-    let json = response.json;
-    if !(200..300).contains(&response.status) {
-        return match json.get("error").and_then(Value::as_str) {
-            Some(error) => Err(Refusal::OAuth {
-                error: error.chars().take(100).collect(),
-            }),
-            None => Err(Refusal::Failed(AuthError::Token(format!(
-                "HTTP {} from the token endpoint",
-                response.status
-            )))),
-        };
-    }
+    let json = post_form(http, endpoint, client, form, "the token endpoint").await?;
     let Some(access_token) = json.get("access_token").and_then(Value::as_str) else {
         return Err(Refusal::Failed(AuthError::Token(
             "the token response has no access_token".into(),
@@ -161,9 +144,38 @@ pub async fn request(
     })
 }
 
+/// Posts a token endpoint form with the client's authentication: the JSON answer, or
+/// the refusal (its OAuth error code, or the HTTP status from `who`).
+pub(crate) async fn post_form(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    mut form: Vec<(&'static str, String)>,
+    who: &str,
+) -> Result<Value, Refusal> {
+    let secret = client.secret.clone().map(Secret::new);
+    let basic = authenticate(client, secret.as_ref(), &mut form);
+    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let response = post_with(http, endpoint, &pairs, basic)
+        .await
+        .map_err(Refusal::Failed)?;
+    if (200..300).contains(&response.status) {
+        return Ok(response.json);
+    }
+    Err(match response.json.get("error").and_then(Value::as_str) {
+        Some(error) => Refusal::OAuth {
+            error: error.chars().take(100).collect(),
+        },
+        None => Refusal::Failed(AuthError::Token(format!(
+            "HTTP {} from {who}",
+            response.status
+        ))),
+    })
+}
+
 /// Client authentication for a request to the authorization server: HTTP Basic (the
 /// returned pair), or `client_id` (and `client_secret`) in the form.
-pub(crate) fn authenticate<'a>(
+fn authenticate<'a>(
     client: &'a Client,
     secret: Option<&'a Secret>,
     form: &mut Vec<(&'static str, String)>,
