@@ -77,6 +77,18 @@ struct State {
     authorizations: u32,
     /// The access token a refresh was already tried for.
     refreshed: Option<String>,
+    /// When a token was last fetched without a human (for [`in_a_row`]).
+    last_unattended: Option<std::time::Instant>,
+}
+
+/// Tokens fetched without a human further apart than this are not "in a row".
+const UNATTENDED_WINDOW: Duration = Duration::from_secs(60);
+
+/// Whether a fetch now follows the last closely enough to count towards
+/// [`MAX_AUTHORIZATIONS`]: a refusing server is not asked for ever, yet a long-lived
+/// session whose tokens are revoked now and then is not stopped for good.
+fn in_a_row(last: Option<std::time::Instant>, now: std::time::Instant) -> bool {
+    last.is_some_and(|t| now.saturating_duration_since(t) <= UNATTENDED_WINDOW)
 }
 
 impl McpAuth {
@@ -377,6 +389,11 @@ impl McpAuth {
         challenge: Option<&Challenge>,
         legacy: bool,
     ) -> Result<(), AuthError> {
+        let now = std::time::Instant::now();
+        if !in_a_row(st.last_unattended, now) {
+            st.authorizations = 0;
+        }
+        st.last_unattended = Some(now);
         if st.authorizations >= MAX_AUTHORIZATIONS {
             return Err(AuthError::NeedsLogin(format!(
                 "the server still refuses after {MAX_AUTHORIZATIONS} tokens"
@@ -948,6 +965,18 @@ mod tests {
     fn auth(url: &str) -> McpAuth {
         McpAuth::new(&ServerSpec::http("s", url), Store::memory(), None)
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn unattended_fetches_count_only_in_a_row() {
+        let t0 = std::time::Instant::now();
+        assert!(!in_a_row(None, t0));
+        assert!(in_a_row(Some(t0), t0 + Duration::from_secs(5)));
+        assert!(in_a_row(Some(t0), t0 + UNATTENDED_WINDOW));
+        assert!(!in_a_row(
+            Some(t0),
+            t0 + UNATTENDED_WINDOW + Duration::from_secs(1)
+        ));
     }
 
     #[test]
