@@ -401,20 +401,7 @@ impl McpAuth {
         }
         st.authorizations += 1;
         let (meta, resource, _) = self.discover(challenge, legacy).await?;
-        let issuer = meta
-            .issuer
-            .clone()
-            .unwrap_or_else(|| meta.token_endpoint.origin().ascii_serialization());
-        if let Some(configured) = &self.client_config.issuer
-            && !same_issuer(configured, &issuer)
-        {
-            return Err(AuthError::Discovery(format!(
-                "the server names the authorization server {}, but the client configured for '{}' was issued by {}; edgar sends its credentials to no other",
-                shown(&issuer),
-                self.server,
-                shown(configured)
-            )));
-        }
+        self.check_configured_issuer(&meta)?;
         let scope = challenge
             .and_then(|c| c.scope.clone())
             .filter(|s| !s.trim().is_empty())
@@ -475,6 +462,28 @@ impl McpAuth {
                 false
             }
         }
+    }
+
+    /// A configured client's credentials go only to the authorization server that issued
+    /// them (`oauth.issuer`), whatever the MCP server names; without metadata, the
+    /// authorization server is the token endpoint's origin.
+    fn check_configured_issuer(&self, meta: &ServerMetadata) -> Result<(), AuthError> {
+        let Some(configured) = &self.client_config.issuer else {
+            return Ok(());
+        };
+        let actual = meta
+            .issuer
+            .clone()
+            .unwrap_or_else(|| meta.token_endpoint.origin().ascii_serialization());
+        if same_issuer(configured, &actual) {
+            return Ok(());
+        }
+        Err(AuthError::Discovery(format!(
+            "the server now names the authorization server {}, but the client configured for '{}' was issued by {}; edgar sends its credentials to no other",
+            shown(&actual),
+            self.server,
+            shown(configured)
+        )))
     }
 
     /// The client's private key, if it authenticates with one: from its file, or from
@@ -572,21 +581,7 @@ impl McpAuth {
         }
         let cfg = &self.client_config;
         if let Some(id) = &cfg.client_id {
-            // Without metadata, the authorization server is the MCP server's origin.
-            let actual = meta
-                .issuer
-                .clone()
-                .unwrap_or_else(|| meta.token_endpoint.origin().ascii_serialization());
-            if let Some(issuer) = &cfg.issuer
-                && !same_issuer(issuer, &actual)
-            {
-                return Err(AuthError::Discovery(format!(
-                    "the server now names the authorization server {}, but the client configured for '{}' was issued by {}; edgar sends its credentials to no other",
-                    shown(&actual),
-                    self.server,
-                    shown(issuer)
-                )));
-            }
+            self.check_configured_issuer(meta)?;
             return Ok(Client {
                 id: id.clone(),
                 secret: cfg.client_secret.clone(),
