@@ -40,7 +40,8 @@ async fn run(query: &str, wait: Duration) -> (Result<String, String>, (i32, Stri
     let result = listen
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-        .map(|c| c.code.expose().to_owned())
+        .and_then(|c| c.code)
+        .map(|c| c.expose().to_owned())
         .map_err(|e| e.to_string());
     (result, client, Port(port))
 }
@@ -203,5 +204,66 @@ async fn post_reads_json_and_never_follows_redirects() {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("HTTPS is required"), "{url}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_answer_edgar_cannot_use_is_refused_without_showing_it() {
+    use edgar_host::auth::mcp::token::{self, Client, Grant};
+    let http = edgar_host::auth::oauth::http_client().unwrap_or_else(|e| panic!("{e}"));
+    let client = Client {
+        id: "edgar".into(),
+        secret: Some("client-secret-value".into()),
+        method: "client_secret_basic".into(),
+        issuer: None,
+    };
+    let answer = |status: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    for (response, want) in [
+        (
+            answer(
+                "200 OK",
+                r#"{"access_token":"tok-secret-1","token_type":"Bearer","expires_in":"soon"}"#,
+            ),
+            "not understood (at 'expires_in')",
+        ),
+        (
+            answer("200 OK", r#"{"access_token":"tok-secret-1","token_type":"mac"}"#),
+            "the token type is 'mac', not Bearer",
+        ),
+        (
+            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: 5\r\nConnection: close\r\n\r\n<h1/>"
+                .to_vec(),
+            "HTTP 502 from the token endpoint",
+        ),
+        (
+            answer("400 Bad Request", r#"{"error":"invalid_grant"}"#),
+            "'invalid_grant'",
+        ),
+    ] {
+        let (url, _) = serve(response).await;
+        let refusal = token::request(
+            http,
+            &url,
+            &client,
+            None,
+            Grant::Refresh("refresh-secret-2"),
+            "https://mcp.example/mcp",
+        )
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("{want}: accepted"));
+        let is_final = refusal.is_final();
+        let e = refusal.into_error().to_string();
+        assert!(e.contains(want), "{e}");
+        assert_eq!(is_final, want == "'invalid_grant'", "{e}");
+        for secret in ["tok-secret-1", "refresh-secret-2", "client-secret-value"] {
+            assert!(!e.contains(secret), "{e}");
+        }
     }
 }

@@ -8,7 +8,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use edgar_host::auth::mcp::{Browser, McpAuth, store_key};
-use edgar_host::auth::oauth::challenge;
 use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, ServerSpec};
 use edgar_host::mcp::McpError;
@@ -17,6 +16,21 @@ use edgar_tests::run;
 use serde_json::{Value, json};
 
 use crate::mcp_http_faults::{FakeHttp, Req, Resp, good};
+
+/// The S256 PKCE challenge (RFC 7636 §4.2), computed here rather than by edgar.
+pub fn challenge(verifier: &str) -> String {
+    use base64::Engine as _;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+#[test]
+fn the_challenge_is_rfc7636_appendix_b() {
+    assert_eq!(
+        challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+        "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+    );
+}
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 
@@ -46,6 +60,8 @@ struct World {
     revoked: Vec<String>,
     /// The issuer the redirect names (RFC 9207), if any.
     redirect_iss: Option<String>,
+    /// Answer the authorization request with this `error_description` instead of a code.
+    redirect_error: Option<String>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -126,11 +142,15 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                 .as_ref()
                 .map(|i| format!("&iss={}", i.replace(':', "%3A").replace('/', "%2F")))
                 .unwrap_or_default();
+            let answer = match &w.redirect_error {
+                Some(d) => format!("error=access_denied&error_description={d}"),
+                None => format!("code={code}"),
+            };
             Resp::Status(
                 302,
                 vec![(
                     "location",
-                    format!("{redirect}?code={code}&state={state}{iss}"),
+                    format!("{redirect}?{answer}&state={state}{iss}"),
                 )],
             )
         }
@@ -350,10 +370,11 @@ async fn a_configured_client_secret_goes_only_to_its_issuer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_about_to_expire_is_refreshed_before_use() {
-    let (server, world) = protected(30).await;
+    let (server, world) = protected(3600).await;
     let spec = ServerSpec::http("prot", &server.url);
     let store = Store::memory();
     login(&spec, &store).await;
+    make_expiring(&store, &store_key(&spec)).await;
     let s = session(&spec, &store);
     s.call("prot__echo", json!({"text": "x"}))
         .await
@@ -370,6 +391,14 @@ async fn a_token_about_to_expire_is_refreshed_before_use() {
             "{:?}",
             w.bearers
         );
+        // Refreshed once: the new token is good for an hour.
+        assert!(
+            w.bearers
+                .iter()
+                .all(|b| b.is_none() || b.as_deref() == Some("secret-access-3")),
+            "{:?}",
+            w.bearers
+        );
         assert!(
             w.bearers
                 .iter()
@@ -377,6 +406,53 @@ async fn a_token_about_to_expire_is_refreshed_before_use() {
         );
     }
     s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_lived_token_is_refreshed_in_its_second_half_not_on_every_request() {
+    let (server, world) = protected(30).await;
+    let spec = ServerSpec::http("prot", &server.url);
+    let store = Store::memory();
+    login(&spec, &store).await;
+    let s = session(&spec, &store);
+    for _ in 0..3 {
+        s.call("prot__echo", json!({"text": "x"}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    s.close().await;
+    // Fifteen seconds of its thirty left: the login's token serves every request.
+    let w = lock(&world);
+    assert!(
+        w.bearers
+            .iter()
+            .all(|b| b.is_none() || b.as_deref() == Some("secret-access-2")),
+        "{:?}",
+        w.bearers
+    );
+}
+
+/// A stored sign-in, as JSON.
+pub async fn stored(store: &Store, key: &str) -> Value {
+    store
+        .read(key)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|s| serde_json::from_str(s.expose()).ok())
+        .unwrap_or_else(|| panic!("nothing stored"))
+}
+
+/// Rewrites a stored sign-in as issued an hour ago and expiring in ten seconds.
+pub async fn make_expiring(store: &Store, key: &str) {
+    let mut stored = stored(store, key).await;
+    let now = stored["obtained_at"].as_u64().unwrap_or_default();
+    stored["expires_at"] = json!(now + 10);
+    stored["obtained_at"] = json!(now - 3590);
+    store
+        .write(key, &edgar_host::auth::Secret::new(stored.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -673,4 +749,24 @@ async fn a_redirect_naming_another_issuer_is_refused_before_the_code_is_sent() {
         .unwrap_or_default();
     assert!(e.contains("evil.example") && e.contains("refusing"), "{e}");
     assert_eq!(lock(&world).token_requests.len(), before);
+    // A refusal from the wrong server is not shown either; from the right one it is.
+    lock(&world).redirect_error = Some("Call+0800+EVIL".into());
+    let e = McpAuth::new(&spec, Store::memory(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("evil.example") && !e.contains("0800"), "{e}");
+    let base = lock(&world).base.get().cloned().unwrap_or_default();
+    lock(&world).redirect_iss = Some(base);
+    let e = McpAuth::new(&spec, Store::memory(), Some(Browser::Fetch))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .login()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("'access_denied': Call 0800 EVIL"), "{e}");
 }

@@ -37,9 +37,9 @@ impl Req {
         let query = self.path.split_once('?').map(|(_, q)| q).unwrap_or("");
         [self.raw.as_str(), query]
             .iter()
-            .flat_map(|s| edgar_host::auth::oauth::parse_query(s))
+            .flat_map(|s| form_urlencoded::parse(s.as_bytes()))
             .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.into_owned())
     }
     pub fn rpc(&self) -> &str {
         self.body["method"].as_str().unwrap_or("")

@@ -4,9 +4,10 @@
 //! refusal and again when it expires (there is no refresh token), a key the server does
 //! not know refused with a clear error and a bounded number of tries, a client secret
 //! sent by HTTP Basic, and the CLI fetching a token without a browser and printing
-//! neither the token nor the key.
+//! neither the token nor the key. The same key also signs a human's sign-in (the code
+//! exchange and every refresh, `private_key_jwt` with PKCE).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -35,8 +36,12 @@ struct World {
     counter: u32,
     /// Assertion IDs seen (a replayed assertion is refused).
     jtis: HashSet<String>,
-    /// How each token request authenticated: `jwt`, `basic`, or why it was refused.
+    /// How each token request authenticated: `jwt`, `basic`, or why it was refused;
+    /// for the authorization code and refresh grants, `code+` or `refresh+` before it.
     token_requests: Vec<String>,
+    /// Issued codes and their PKCE challenges.
+    challenges: HashMap<String, String>,
+    refresh: HashSet<String>,
     bearers: Vec<Option<String>>,
 }
 
@@ -77,21 +82,58 @@ fn handle(world: &Shared, req: &Req) -> Resp {
             vec![],
             json!({"resource": format!("{base}/mcp"), "authorization_servers": [base]}),
         ),
-        // Machine to machine only: no authorization endpoint, no PKCE.
         ("GET", "/.well-known/oauth-authorization-server") => Resp::Json(
             200,
             vec![],
             json!({"issuer": base, "token_endpoint": format!("{base}/token"),
-                "grant_types_supported": ["client_credentials"],
+                "authorization_endpoint": format!("{base}/authorize"),
+                "code_challenge_methods_supported": ["S256"],
+                "grant_types_supported": ["client_credentials", "authorization_code", "refresh_token"],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "private_key_jwt"],
                 "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}),
         ),
+        // A human's sign-in, answered at once (the test's `Browser::Fetch` follows it).
+        ("GET", "/authorize") => {
+            let (Some(redirect), Some(state), Some(ch)) = (
+                req.param("redirect_uri"),
+                req.param("state"),
+                req.param("code_challenge"),
+            ) else {
+                return Resp::Json(400, vec![], json!({"error": "invalid_request"}));
+            };
+            let mut w = lock(world);
+            w.counter += 1;
+            let code = format!("code-{}", w.counter);
+            w.challenges.insert(code.clone(), ch);
+            Resp::Status(
+                302,
+                vec![("location", format!("{redirect}?code={code}&state={state}"))],
+            )
+        }
         ("POST", "/token") => {
             let mut w = lock(world);
-            if req.param("grant_type").as_deref() != Some("client_credentials") {
-                w.token_requests.push("wrong grant".into());
-                return Resp::Json(400, vec![], json!({"error": "unsupported_grant_type"}));
-            }
+            let grant = match req.param("grant_type").as_deref() {
+                Some("client_credentials") => "",
+                Some("authorization_code") => {
+                    let code = req.param("code").unwrap_or_default();
+                    let verifier = req.param("code_verifier").unwrap_or_default();
+                    match w.challenges.remove(&code) {
+                        Some(ch) if ch == crate::mcp_auth::challenge(&verifier) => "code+",
+                        _ => return Resp::Json(400, vec![], json!({"error": "invalid_grant"})),
+                    }
+                }
+                Some("refresh_token") => {
+                    let token = req.param("refresh_token").unwrap_or_default();
+                    if !w.refresh.remove(&token) {
+                        return Resp::Json(400, vec![], json!({"error": "invalid_grant"}));
+                    }
+                    "refresh+"
+                }
+                _ => {
+                    w.token_requests.push("wrong grant".into());
+                    return Resp::Json(400, vec![], json!({"error": "unsupported_grant_type"}));
+                }
+            };
             let how = if let Some(jwt) = req.param("client_assertion") {
                 match verify_assertion(&mut w, &jwt) {
                     Ok(()) => "jwt".to_owned(),
@@ -105,18 +147,21 @@ fn handle(world: &Shared, req: &Req) -> Resp {
                     "bad basic".to_owned()
                 }
             };
-            w.token_requests.push(how.clone());
+            w.token_requests.push(format!("{grant}{how}"));
             if how != "jwt" && how != "basic" {
                 return refuse("invalid_client");
             }
             w.counter += 1;
             let token = format!("m2m-access-{}", w.counter);
             w.access.insert(token.clone());
-            Resp::Json(
-                200,
-                vec![],
-                json!({"access_token": token, "token_type": "Bearer", "expires_in": w.expires_in}),
-            )
+            let mut answer =
+                json!({"access_token": token, "token_type": "Bearer", "expires_in": w.expires_in});
+            if !grant.is_empty() {
+                let refresh = format!("m2m-refresh-{}", w.counter);
+                w.refresh.insert(refresh.clone());
+                answer["refresh_token"] = json!(refresh);
+            }
+            Resp::Json(200, vec![], answer)
         }
         ("POST", "/mcp") => {
             let mut w = lock(world);
@@ -165,6 +210,15 @@ fn key_pair() -> (String, Vec<u8>) {
         body.join("\n")
     );
     (pem, pair.public_key().as_ref().to_vec())
+}
+
+/// A fresh key pair, its private key written to a file in a temporary directory.
+fn key_in_file() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+    let (pem, public) = key_pair();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let key_file = dir.path().join("svc.pem");
+    std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
+    (dir, key_file, public)
 }
 
 async fn server(public_key: Vec<u8>, expires_in: u64) -> (FakeHttp, Shared) {
@@ -223,10 +277,7 @@ async fn call(session: &Session) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_assertion_gets_a_token_and_an_expiring_one_is_fetched_again() {
-    let (pem, public) = key_pair();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let key_file = dir.path().join("svc.pem");
-    std::fs::write(&key_file, &pem).unwrap_or_else(|e| panic!("{e}"));
+    let (_dir, key_file, public) = key_in_file();
     // Tokens that live 6 s, renewed in their second half (expiry has one-second
     // granularity, so the two calls below have at least 2 s to run on a loaded machine).
     let (server, world) = server(public, 6).await;
@@ -256,13 +307,7 @@ async fn a_signed_assertion_gets_a_token_and_an_expiring_one_is_fetched_again() 
         assert_eq!(w.jtis.len(), 2);
     }
     // What is stored: the token, no refresh token, and never the key.
-    let stored = store
-        .read(&edgar_host::auth::mcp::store_key(&spec))
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("nothing stored"));
-    let stored: Value = serde_json::from_str(stored.expose()).unwrap_or_else(|e| panic!("{e}"));
+    let stored = crate::mcp_auth::stored(&store, &edgar_host::auth::mcp::store_key(&spec)).await;
     assert!(stored["refresh_token"].is_null());
     assert_eq!(stored["client"]["method"], "private_key_jwt");
     assert!(!stored.to_string().contains("PRIVATE KEY"));
@@ -442,4 +487,43 @@ async fn a_key_kept_in_the_credential_store_signs_after_its_file_is_gone() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_sign_in_with_a_private_key_signs_the_code_exchange_and_every_refresh() {
+    let (_dir, key_file, public) = key_in_file();
+    let (server, world) = server(public, 3600).await;
+    let mut spec = spec_with_key(&server.url, &key_file);
+    spec.oauth.grant = Grant::AuthorizationCode;
+    let store = Store::memory();
+    let creds = edgar_host::auth::mcp::McpAuth::new(
+        &spec,
+        store.clone(),
+        Some(edgar_host::auth::mcp::Browser::Fetch),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .login()
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(creds.client.method, "private_key_jwt");
+    assert!(creds.client.secret.is_none());
+    // Make the token about to expire, so the first request refreshes it.
+    crate::mcp_auth::make_expiring(&store, &edgar_host::auth::mcp::store_key(&spec)).await;
+    let s = session(&spec, &store);
+    call(&s).await.unwrap_or_else(|e| panic!("{e}"));
+    s.close().await;
+    {
+        let w = lock(&world);
+        assert_eq!(w.token_requests, ["code+jwt", "refresh+jwt"]);
+        // Each request carried its own assertion; the call used the refreshed token.
+        assert_eq!(w.jtis.len(), 2);
+        assert_eq!(
+            w.bearers.last().cloned().flatten().as_deref(),
+            Some("m2m-access-3")
+        );
+    }
+    let stored = crate::mcp_auth::stored(&store, &edgar_host::auth::mcp::store_key(&spec)).await;
+    assert!(stored["refresh_token"].is_string());
+    assert!(!stored.to_string().contains("PRIVATE KEY"));
+    assert!(!format!("{creds:?}").contains("m2m-"));
 }

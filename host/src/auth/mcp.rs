@@ -298,7 +298,7 @@ impl McpAuth {
         st.authorizations += 1;
         let (meta, resource, prm_scopes) = self.discover(challenge, legacy).await?;
         // Before anything is registered: a server no human can sign in to.
-        let mut auth_url = meta
+        let auth_endpoint = meta
             .authorization_endpoint
             .clone()
             .map_err(AuthError::Discovery)?;
@@ -308,21 +308,20 @@ impl McpAuth {
         let client = self
             .client(st, &meta, &redirect_uri, scope.as_deref())
             .await?;
-        let pkce = oauth::pkce()?;
-        let state = oauth::random_token(24)?;
-        {
-            let mut q = auth_url.query_pairs_mut();
-            q.append_pair("response_type", "code")
-                .append_pair("client_id", &client.id)
-                .append_pair("redirect_uri", &redirect_uri)
-                .append_pair("code_challenge", &pkce.challenge)
-                .append_pair("code_challenge_method", oauth::PKCE_METHOD)
-                .append_pair("state", &state)
-                .append_pair("resource", &resource);
-            if let Some(s) = &scope {
-                q.append_pair("scope", s);
-            }
-        }
+        // Before the browser: a key that cannot be read fails now, not after the human
+        // has signed in.
+        let key = match client.method.as_str() {
+            "private_key_jwt" => self.signing_key().await?,
+            _ => None,
+        };
+        let (auth_url, state, verifier) = token::authorization_url(
+            auth_endpoint,
+            &client.id,
+            &redirect_uri,
+            scope.as_deref(),
+            &resource,
+        )?;
+        let state = state.expose();
         let callback = match browser {
             Browser::System { no_browser } => {
                 eprintln!(
@@ -341,19 +340,19 @@ impl McpAuth {
                         std::io::stdin().read_line(&mut line).map(|_| line)
                     });
                     tokio::select! {
-                        got = listener.listen(&state, oauth::DEFAULT_WAIT) => got?,
+                        got = listener.listen(state, oauth::DEFAULT_WAIT) => got?,
                         line = pasted => match line {
-                            Ok(Ok(line)) => oauth::check_pasted(&line, &state)?,
+                            Ok(Ok(line)) => oauth::check_pasted(&line, state)?,
                             _ => return Err(AuthError::Redirect("nothing was pasted".into())),
                         },
                     }
                 } else {
-                    listener.listen(&state, oauth::DEFAULT_WAIT).await?
+                    listener.listen(state, oauth::DEFAULT_WAIT).await?
                 }
             }
             Browser::Fetch => {
                 let fetch = tokio::spawn(fetch_redirect(auth_url.clone(), redirect_uri.clone()));
-                let got = listener.listen(&state, Duration::from_secs(30)).await;
+                let got = listener.listen(state, Duration::from_secs(30)).await;
                 match got {
                     Ok(c) => c,
                     Err(e) => {
@@ -366,16 +365,23 @@ impl McpAuth {
             }
         };
         check_issuer(&meta, callback.iss.as_deref())?;
-        let form = vec![
-            ("grant_type", "authorization_code".to_owned()),
-            ("code", callback.code.expose().to_owned()),
-            ("redirect_uri", redirect_uri),
-            ("code_verifier", pkce.verifier.expose().to_owned()),
-            ("resource", resource),
-        ];
-        let mut creds = token::request(self.http()?, meta.token_endpoint.as_str(), &client, form)
-            .await
-            .map_err(Refusal::into_error)?;
+        let code = callback.code?;
+        let grant = token::Grant::Code {
+            code: &code,
+            verifier,
+            redirect_uri: &redirect_uri,
+        };
+        let endpoint = meta.token_endpoint.as_str();
+        let mut creds = token::request(
+            self.http()?,
+            endpoint,
+            &client,
+            key.as_ref(),
+            grant,
+            &resource,
+        )
+        .await
+        .map_err(Refusal::into_error)?;
         creds.revocation_endpoint = meta.revocation_endpoint.as_ref().map(Url::to_string);
         st.refreshed = None;
         self.save(st, creds).await;
@@ -582,10 +588,15 @@ impl McpAuth {
         let cfg = &self.client_config;
         if let Some(id) = &cfg.client_id {
             self.check_configured_issuer(meta)?;
+            let method = if cfg.private_key_file.is_some() || cfg.private_key_in_store {
+                "private_key_jwt".to_owned()
+            } else {
+                token::auth_method(None, &meta.auth_methods, cfg.client_secret.is_some())
+            };
             return Ok(Client {
                 id: id.clone(),
                 secret: cfg.client_secret.clone(),
-                method: token::auth_method(None, &meta.auth_methods, cfg.client_secret.is_some()),
+                method,
                 issuer: meta.issuer.clone(),
             });
         }
@@ -623,16 +634,15 @@ impl McpAuth {
         let mut st = self.state.lock().await;
         self.load(&mut st).await;
         let creds = st.creds.clone()?;
+        // A short-lived token is renewed in the second half of its life, not on every
+        // request while it is still young.
         let now = crate::tools::cache::now();
-        let soon = creds
-            .expires_at
-            .is_some_and(|t| t <= now.saturating_add(REFRESH_MARGIN));
-        if soon && creds.refresh_token.is_some() {
-            self.refresh(&mut st, &creds).await;
-        } else if self.client_config.grant.unattended() && creds.expiring(now, REFRESH_MARGIN) {
-            // A new token costs a signed request, not a refresh token: not for every
-            // request while a short-lived one is still young.
-            self.refetch(&mut st, &creds).await;
+        if creds.expiring(now, REFRESH_MARGIN) {
+            if creds.refresh_token.is_some() {
+                self.refresh(&mut st, &creds).await;
+            } else if self.client_config.grant.unattended() {
+                self.refetch(&mut st, &creds).await;
+            }
         }
         st.creds
             .as_ref()
@@ -662,7 +672,18 @@ impl McpAuth {
                 return false;
             }
         };
-        match token::refresh(http, creds).await {
+        let key = match creds.client.method.as_str() {
+            "private_key_jwt" => match self.signing_key().await {
+                Ok(k) => k,
+                Err(e) => {
+                    st.refreshed = None;
+                    tracing::warn!(server = self.server, "cannot refresh: {e}");
+                    return false;
+                }
+            },
+            _ => None,
+        };
+        match token::refresh(http, creds, key.as_ref()).await {
             Ok(new) => {
                 tracing::info!(server = self.server, "token refreshed");
                 self.save(st, new).await;
@@ -795,7 +816,8 @@ pub enum Revoked {
 /// another authorization server (a mix-up attack) and is not sent anywhere.
 fn check_issuer(meta: &ServerMetadata, iss: Option<&str>) -> Result<(), AuthError> {
     match (iss, meta.issuer.as_deref()) {
-        (Some(got), Some(want)) if !same_issuer(got, want) => Err(AuthError::Redirect(format!(
+        // Simple string comparison, no normalization (RFC 9207 §2.4, MCP 2026-07-28).
+        (Some(got), Some(want)) if got != want => Err(AuthError::Redirect(format!(
             "the redirect names the authorization server {}, not {} which edgar asked; refusing its code",
             shown(got),
             shown(want)
@@ -989,8 +1011,15 @@ mod tests {
             iss_in_response,
         };
         assert!(check_issuer(&meta(false), None).is_ok());
-        assert!(check_issuer(&meta(false), Some("https://as.example/")).is_ok());
         assert!(check_issuer(&meta(true), Some("https://as.example")).is_ok());
+        // Compared as strings, nothing normalized (MCP 2026-07-28).
+        for near in [
+            "https://as.example/",
+            "HTTPS://as.example",
+            "https://as.example:443",
+        ] {
+            assert!(check_issuer(&meta(false), Some(near)).is_err(), "{near}");
+        }
         let e = check_issuer(&meta(false), Some("https://evil.example"))
             .err()
             .map(|e| e.to_string())

@@ -1,11 +1,11 @@
-//! The loopback dance: a PKCE pair, a one-request loopback listener for the redirect,
-//! and `visit`, the only place that opens a browser (reachable only from commands a
-//! human runs). Over SSH, the redirected URL can be pasted back instead.
+//! The loopback dance: a one-request loopback listener for the redirect, `visit`, the
+//! only place that opens a browser (reachable only from commands a human runs), and
+//! [`transfer`], the only way a request reaches an authorization server. Over SSH, the
+//! redirected URL can be pasted back instead. PKCE and `state` come from `oauth2`.
 
 use std::time::Duration;
 
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -20,32 +20,7 @@ const MAX_REQUEST_BYTES: usize = 16 << 10;
 /// How long one connection may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A PKCE pair (RFC 7636, S256 only). The verifier is a [`Secret`].
-#[derive(Debug)]
-pub struct Pkce {
-    pub verifier: Secret,
-    pub challenge: String,
-}
-
-/// The method edgar uses; `plain` is never offered.
-pub const PKCE_METHOD: &str = "S256";
-
-/// A fresh PKCE pair: 32 bytes from the OS random source, base64url (43 characters).
-pub fn pkce() -> Result<Pkce, AuthError> {
-    let verifier = random_token(32)?;
-    let challenge = challenge(&verifier);
-    Ok(Pkce {
-        verifier: Secret::new(verifier),
-        challenge,
-    })
-}
-
-/// `BASE64URL(SHA256(verifier))`, no padding (RFC 7636 §4.2).
-pub fn challenge(verifier: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
-}
-
-/// A random `state` (or any other unguessable token): `n` OS-random bytes, base64url.
+/// An unguessable token (a JWT's `jti`): `n` OS-random bytes, base64url.
 pub fn random_token(n: usize) -> Result<String, AuthError> {
     let mut bytes = vec![0u8; n];
     getrandom::fill(&mut bytes)
@@ -56,7 +31,10 @@ pub fn random_token(n: usize) -> Result<String, AuthError> {
 /// The authorization server's answer on the redirect.
 #[derive(Debug)]
 pub struct Callback {
-    pub code: Secret,
+    /// The authorization code, or the server's refusal (`error=`): neither is acted on
+    /// or shown before `iss` is checked, since an answer from another authorization
+    /// server must not be believed (RFC 9207 §2.4).
+    pub code: Result<Secret, AuthError>,
     /// The authorization server's issuer, where it names itself in the redirect (RFC
     /// 9207): checked against the server edgar meant to ask, against mix-up attacks.
     pub iss: Option<String>,
@@ -127,8 +105,10 @@ impl Loopback {
             }
             let result = check_redirect(query, state);
             let page = match &result {
-                Ok(_) => (200, "Signed in to edgar. You can close this window."),
-                Err(_) => (
+                Ok(Callback { code: Ok(_), .. }) => {
+                    (200, "Signed in to edgar. You can close this window.")
+                }
+                _ => (
                     400,
                     "Sign-in failed; see the terminal for why. You can close this window.",
                 ),
@@ -139,20 +119,12 @@ impl Loopback {
     }
 }
 
-/// Checks a redirect's query (from the loopback or a pasted URL): `error=` from the
-/// authorization server, then `state`, then `code`.
+/// Checks a redirect's query (from the loopback or a pasted URL): `state` first (a
+/// redirect for no sign-in of ours is refused outright), then the code or the
+/// authorization server's `error=`.
 pub fn check_redirect(query: &str, state: &str) -> Result<Callback, AuthError> {
-    let params = parse_query(query);
-    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    if let Some(error) = get("error") {
-        let description = get("error_description")
-            .map(|d| format!(": {}", crate::text::shown_message(d)))
-            .unwrap_or_default();
-        return Err(AuthError::Redirect(format!(
-            "the authorization server answered {}{description}",
-            crate::text::shown(error)
-        )));
-    }
+    let params: Vec<_> = form_urlencoded::parse(query.as_bytes()).collect();
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
     match get("state") {
         None => {
             return Err(AuthError::Redirect(
@@ -166,10 +138,24 @@ pub fn check_redirect(query: &str, state: &str) -> Result<Callback, AuthError> {
         }
         Some(_) => {}
     }
+    let iss = get("iss").map(str::to_owned);
+    if let Some(error) = get("error") {
+        let description = get("error_description")
+            .map(|d| format!(": {}", crate::text::shown_message(d)))
+            .unwrap_or_default();
+        let refusal = AuthError::Redirect(format!(
+            "the authorization server answered {}{description}",
+            crate::text::shown(error)
+        ));
+        return Ok(Callback {
+            code: Err(refusal),
+            iss,
+        });
+    }
     match get("code") {
         Some(code) if !code.is_empty() => Ok(Callback {
-            code: Secret::new(code),
-            iss: get("iss").map(str::to_owned),
+            code: Ok(Secret::new(code)),
+            iss,
         }),
         _ => Err(AuthError::Redirect(
             "the redirect has no authorization code".into(),
@@ -232,43 +218,6 @@ async fn respond(stream: &mut TcpStream, status: u16, message: &str) -> std::io:
     );
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
-}
-
-/// `application/x-www-form-urlencoded` pairs, percent-decoded.
-pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
 }
 
 /// Largest response body read from a token or registration endpoint.
@@ -347,23 +296,48 @@ pub async fn post_with(
     form: &[(&str, &str)],
     basic: Option<(&str, &Secret)>,
 ) -> Result<PostResponse, AuthError> {
-    if !crate::net::is_https_or_loopback(url) {
-        return Err(AuthError::Redirect(format!(
-            "refusing to send credentials to {}: HTTPS is required",
-            crate::text::shown(url)
-        )));
-    }
     let mut request = http
         .post(url)
         .form(form)
         .header("Accept", "application/json");
     if let Some((id, secret)) = basic {
-        request = request.basic_auth(form_encode(id), Some(form_encode(secret.expose())));
+        // RFC 6749 §2.3.1: both form-encoded before they are joined.
+        let encode = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        request = request.basic_auth(encode(id), Some(encode(secret.expose())));
     }
-    let fail =
-        |what: String| AuthError::Loopback(format!("POST to {}: {what}", crate::text::shown(url)));
-    let mut response = request
-        .send()
+    let request = request.build().map_err(|e| {
+        AuthError::Loopback(format!(
+            "POST to {}: {}",
+            crate::text::shown(url),
+            crate::mcp::http::request_error(&e)
+        ))
+    })?;
+    let (status, _, body) = transfer(http, request).await?;
+    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    Ok(PostResponse { status, json })
+}
+
+/// Sends one request to an authorization server: only over HTTPS (or to this machine),
+/// redirects refused rather than followed, the answer cut off at
+/// [`MAX_TOKEN_RESPONSE_BYTES`]. Nothing of the request (it may carry secrets) appears
+/// in an error.
+pub async fn transfer(
+    http: &reqwest::Client,
+    request: reqwest::Request,
+) -> Result<(u16, reqwest::header::HeaderMap, Vec<u8>), AuthError> {
+    let url = request.url().as_str().to_owned();
+    let method = request.method().clone();
+    if !crate::net::is_https_or_loopback(&url) {
+        return Err(AuthError::Redirect(format!(
+            "refusing to send credentials to {}: HTTPS is required",
+            crate::text::shown(&url)
+        )));
+    }
+    let fail = |what: String| {
+        AuthError::Loopback(format!("{method} to {}: {what}", crate::text::shown(&url)))
+    };
+    let mut response = http
+        .execute(request)
         .await
         .map_err(|e| fail(crate::mcp::http::request_error(&e)))?;
     let status = response.status().as_u16();
@@ -385,23 +359,22 @@ pub async fn post_with(
         }
         body.extend_from_slice(&chunk);
     }
-    let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-    Ok(PostResponse { status, json })
+    Ok((status, std::mem::take(response.headers_mut()), body))
 }
 
-/// `application/x-www-form-urlencoded` encoding, as RFC 6749 requires for Basic credentials.
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else if b == b' ' {
-            out.push('+');
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// `oauth2`'s HTTP client: its requests go through [`transfer`].
+pub async fn send(
+    http: &reqwest::Client,
+    request: oauth2::HttpRequest,
+) -> Result<oauth2::HttpResponse, AuthError> {
+    let request = reqwest::Request::try_from(request)
+        .map_err(|e| AuthError::Loopback(crate::mcp::http::request_error(&e)))?;
+    let (status, headers, body) = transfer(http, request).await?;
+    let mut response = oauth2::HttpResponse::new(body);
+    *response.status_mut() = oauth2::http::StatusCode::from_u16(status)
+        .map_err(|_| AuthError::Loopback(format!("HTTP status {status} is not valid")))?;
+    *response.headers_mut() = headers;
+    Ok(response)
 }
 
 /// How `visit` showed the URL.
@@ -453,33 +426,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rfc7636_appendix_b() {
-        assert_eq!(
-            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-        );
-    }
-
-    #[test]
-    fn fresh_pairs_are_long_unreserved_and_distinct() {
-        let a = pkce().unwrap_or_else(|e| panic!("{e}"));
-        let b = pkce().unwrap_or_else(|e| panic!("{e}"));
-        let v = a.verifier.expose();
-        assert!(
-            v.len() >= 43
-                && v.bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || b"-._~".contains(&c))
-        );
-        assert_ne!(a.verifier, b.verifier);
-        assert_eq!(a.challenge, challenge(v));
-        assert!(!format!("{a:?}").contains(v));
-    }
-
-    #[test]
     fn redirect_checks() {
         assert!(check_redirect("code=abc&state=s1", "s1").is_ok());
         let e = |q: &str| {
             check_redirect(q, "s1")
+                .and_then(|c| c.code)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default()
@@ -493,7 +444,7 @@ mod tests {
         assert!(e("state=s1").contains("no authorization code"));
         assert!(
             check_pasted("http://127.0.0.1:1/callback?code=c%2B1&state=s1", "s1")
-                .is_ok_and(|c| c.code.expose() == "c+1")
+                .is_ok_and(|c| c.code.is_ok_and(|c| c.expose() == "c+1"))
         );
     }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::token::{self, Client, Credentials, Refusal};
-use crate::auth::assertion::{self, SigningKey};
+use crate::auth::assertion::SigningKey;
 use crate::auth::{AuthError, Secret};
 use crate::config::{Grant, IdToken, OAuthClient};
 use crate::text::shown;
@@ -48,7 +48,7 @@ pub async fn fetch(
 ) -> Result<Credentials, Refusal> {
     match cfg.grant {
         Grant::ClientCredentials => client_credentials(http, cfg, key, target).await,
-        Grant::CrossAppAccess => cross_app_access(http, cfg, target).await,
+        Grant::CrossAppAccess => cross_app_access(http, cfg, key, target).await,
         Grant::AuthorizationCode => Err(Refusal::Failed(AuthError::Config(
             "this server is signed in to by a human (`edgar mcp login`)".into(),
         ))),
@@ -67,45 +67,47 @@ async fn client_credentials(
     key: Option<&SigningKey>,
     target: &Target<'_>,
 ) -> Result<Credentials, Refusal> {
-    let id = client_id(cfg)?;
-    let mut form = vec![
-        ("grant_type", "client_credentials".to_owned()),
-        ("resource", target.resource.to_owned()),
-    ];
-    if let Some(s) = target.scope {
-        form.push(("scope", s.to_owned()));
-    }
-    let issuer = target.issuer.map(str::to_owned);
-    let client = match key {
-        Some(key) => {
-            let jwt = key
-                .assertion(&id, target.audience(), crate::tools::cache::now())
-                .map_err(Refusal::Failed)?;
-            form.push((
-                "client_assertion_type",
-                assertion::ASSERTION_TYPE.to_owned(),
-            ));
-            form.push(("client_assertion", jwt));
-            Client {
-                id,
-                secret: None,
-                method: "private_key_jwt".into(),
-                issuer,
-            }
-        }
-        None => Client {
-            id,
-            secret: cfg.client_secret.clone(),
-            method: token::auth_method(None, target.auth_methods, cfg.client_secret.is_some()),
-            issuer,
-        },
+    let client = configured_client(cfg, key, target)?;
+    let grant = token::Grant::ClientCredentials {
+        scope: target.scope,
     };
-    token::request(http, target.token_endpoint, &client, form).await
+    token::request(
+        http,
+        target.token_endpoint,
+        &client,
+        key,
+        grant,
+        target.resource,
+    )
+    .await
+}
+
+/// The configured client at this authorization server: `private_key_jwt` when it has
+/// a key, else its secret by a method the server accepts.
+fn configured_client(
+    cfg: &OAuthClient,
+    key: Option<&SigningKey>,
+    target: &Target<'_>,
+) -> Result<Client, Refusal> {
+    let (secret, method) = match key {
+        Some(_) => (None, "private_key_jwt".to_owned()),
+        None => (
+            cfg.client_secret.clone(),
+            token::auth_method(None, target.auth_methods, cfg.client_secret.is_some()),
+        ),
+    };
+    Ok(Client {
+        id: client_id(cfg)?,
+        secret,
+        method,
+        issuer: target.issuer.map(str::to_owned),
+    })
 }
 
 async fn cross_app_access(
     http: &reqwest::Client,
     cfg: &OAuthClient,
+    key: Option<&SigningKey>,
     target: &Target<'_>,
 ) -> Result<Credentials, Refusal> {
     let Some(idp) = &cfg.identity else {
@@ -152,18 +154,20 @@ async fn cross_app_access(
     let mut form = vec![
         ("grant_type", JWT_BEARER.to_owned()),
         ("assertion", jag.expose().to_owned()),
-        ("resource", target.resource.to_owned()),
     ];
     if let Some(s) = target.scope {
         form.push(("scope", s.to_owned()));
     }
-    let client = Client {
-        id: client_id(cfg)?,
-        secret: cfg.client_secret.clone(),
-        method: token::auth_method(None, target.auth_methods, cfg.client_secret.is_some()),
-        issuer: target.issuer.map(str::to_owned),
-    };
-    token::request(http, target.token_endpoint, &client, form).await
+    let client = configured_client(cfg, key, target)?;
+    token::request_form(
+        http,
+        target.token_endpoint,
+        &client,
+        key,
+        form,
+        target.resource,
+    )
+    .await
 }
 
 /// An RFC 8693 token exchange for an ID-JAG: the issued token, which is not a bearer

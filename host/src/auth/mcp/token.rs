@@ -1,13 +1,21 @@
 //! What a sign-in to an MCP server leaves behind ([`Credentials`], stored as one
-//! secret), and the token endpoint requests that make and renew it.
+//! secret), and the requests to the authorization server that make, renew and revoke
+//! it: the grants `oauth2` carries through it, the others by hand.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use oauth2::basic::{BasicClient, BasicErrorResponse, BasicTokenResponse, BasicTokenType};
+use oauth2::{
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse, TokenUrl,
+};
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::auth::oauth::post_with;
+use crate::auth::assertion::{ASSERTION_TYPE, SigningKey};
+use crate::auth::oauth::{self, post_with};
 use crate::auth::{AuthError, Secret};
 use crate::text::shown;
 
@@ -100,43 +108,241 @@ impl Refusal {
     }
 }
 
-/// Sends a token request with the client's authentication method.
+/// A grant `oauth2` carries: what a token is asked for with.
+pub enum Grant<'a> {
+    /// The code from the redirect, with the PKCE verifier its challenge was made from.
+    Code {
+        code: &'a Secret,
+        verifier: PkceCodeVerifier,
+        redirect_uri: &'a str,
+    },
+    /// A refresh token (RFC 6749 §6).
+    Refresh(&'a str),
+    /// The client's own credentials (RFC 6749 §4.4), for a scope.
+    ClientCredentials { scope: Option<&'a str> },
+}
+
+/// The authorization URL for a sign-in: `client_id`, S256 PKCE, a fresh `state`, the
+/// redirect, the scope and the RFC 8707 resource. Returns the URL, the `state` to
+/// expect back and the PKCE verifier for the code exchange.
+pub fn authorization_url(
+    endpoint: Url,
+    client_id: &str,
+    redirect_uri: &str,
+    scope: Option<&str>,
+    resource: &str,
+) -> Result<(Url, Secret, PkceCodeVerifier), AuthError> {
+    let redirect = RedirectUrl::new(redirect_uri.to_owned())
+        .map_err(|_| AuthError::Loopback(format!("{} is not a URL", shown(redirect_uri))))?;
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let oauth = BasicClient::new(ClientId::new(client_id.to_owned()))
+        .set_auth_uri(AuthUrl::from_url(endpoint))
+        .set_redirect_uri(redirect);
+    let (url, state) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .add_scopes(scope.map(|s| Scope::new(s.to_owned())))
+        .add_extra_param("resource", resource)
+        .url();
+    Ok((url, Secret::new(state.into_secret()), verifier))
+}
+
+/// Asks the token endpoint for a token by `grant`, authenticated as `client` (with a
+/// fresh assertion signed by `key` when the client uses `private_key_jwt`), for
+/// `resource`.
 pub async fn request(
     http: &reqwest::Client,
     endpoint: &str,
     client: &Client,
-    form: Vec<(&'static str, String)>,
+    key: Option<&SigningKey>,
+    grant: Grant<'_>,
+    resource: &str,
 ) -> Result<Credentials, Refusal> {
-    let resource = form
-        .iter()
-        .find(|(k, _)| *k == "resource")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
+    let url = TokenUrl::new(endpoint.to_owned()).map_err(|_| {
+        Refusal::Failed(AuthError::Discovery(format!(
+            "{} is not a URL",
+            shown(endpoint)
+        )))
+    })?;
+    let mut oauth = BasicClient::new(ClientId::new(client.id.clone())).set_token_uri(url);
+    match (client.method.as_str(), &client.secret) {
+        ("client_secret_basic", Some(s)) => {
+            oauth = oauth.set_client_secret(ClientSecret::new(s.clone()));
+        }
+        ("client_secret_post", Some(s)) => {
+            oauth = oauth
+                .set_client_secret(ClientSecret::new(s.clone()))
+                .set_auth_type(AuthType::RequestBody);
+        }
+        // Otherwise `client_id` goes in the body (`none`, or with an assertion).
+        _ => {}
+    }
+    let mut params = vec![("resource", resource.to_owned())];
+    params.extend(assertion(client, key, endpoint)?);
+    macro_rules! with_params {
+        ($request:expr) => {{
+            let mut r = $request;
+            for (k, v) in params {
+                r = r.add_extra_param(k, v);
+            }
+            r
+        }};
+    }
+    let send = Http(http);
+    let answer = match grant {
+        Grant::Code {
+            code,
+            verifier,
+            redirect_uri,
+        } => {
+            let redirect = RedirectUrl::new(redirect_uri.to_owned()).map_err(|_| {
+                Refusal::Failed(AuthError::Loopback(format!(
+                    "{} is not a URL",
+                    shown(redirect_uri)
+                )))
+            })?;
+            let r = oauth
+                .exchange_code(AuthorizationCode::new(code.expose().to_owned()))
+                .set_pkce_verifier(verifier)
+                .set_redirect_uri(Cow::Owned(redirect));
+            with_params!(r).request_async(&send).await
+        }
+        Grant::Refresh(token) => {
+            let token = RefreshToken::new(token.to_owned());
+            with_params!(oauth.exchange_refresh_token(&token))
+                .request_async(&send)
+                .await
+        }
+        Grant::ClientCredentials { scope } => {
+            let r = oauth
+                .exchange_client_credentials()
+                .add_scopes(scope.map(|s| Scope::new(s.to_owned())));
+            with_params!(r).request_async(&send).await
+        }
+    };
+    credentials(answer.map_err(refusal)?, endpoint, client, resource)
+}
+
+/// A token request by a grant `oauth2` does not carry (an RFC 7523 JWT bearer
+/// assertion): the `form` posted with the client's authentication, the answer read as
+/// any other token answer.
+pub async fn request_form(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    key: Option<&SigningKey>,
+    mut form: Vec<(&'static str, String)>,
+    resource: &str,
+) -> Result<Credentials, Refusal> {
+    form.push(("resource", resource.to_owned()));
+    form.extend(assertion(client, key, endpoint)?);
     let json = post_form(http, endpoint, client, form, "the token endpoint").await?;
-    let Some(access_token) = json.get("access_token").and_then(Value::as_str) else {
-        return Err(Refusal::Failed(AuthError::Token(
-            "the token response has no access_token".into(),
+    let answer = serde_json::from_value::<BasicTokenResponse>(json).map_err(|_| {
+        Refusal::Failed(AuthError::Token(
+            "the token endpoint's answer is not a token response".into(),
+        ))
+    })?;
+    credentials(answer, endpoint, client, resource)
+}
+
+/// The client assertion parameters (RFC 7523 §2.2) for a `private_key_jwt` client:
+/// signed now, for the authorization server (its issuer, or else the token endpoint).
+fn assertion(
+    client: &Client,
+    key: Option<&SigningKey>,
+    endpoint: &str,
+) -> Result<Vec<(&'static str, String)>, Refusal> {
+    if client.method != "private_key_jwt" {
+        return Ok(Vec::new());
+    }
+    let Some(key) = key else {
+        return Err(Refusal::Failed(AuthError::Config(
+            "the client signs in with a private key, and none is configured".into(),
         )));
     };
-    let kind = json.get("token_type").and_then(Value::as_str).unwrap_or("");
-    if !kind.eq_ignore_ascii_case("bearer") {
+    let audience = client.issuer.as_deref().unwrap_or(endpoint);
+    let jwt = key
+        .assertion(&client.id, audience, crate::tools::cache::now())
+        .map_err(Refusal::Failed)?;
+    Ok(vec![
+        ("client_assertion_type", ASSERTION_TYPE.to_owned()),
+        ("client_assertion", jwt),
+    ])
+}
+
+/// `oauth2`'s HTTP client: a named type rather than a closure, so the request's future
+/// is `Send` for every lifetime (the transport's authorizer needs that).
+struct Http<'a>(&'a reqwest::Client);
+
+impl<'c> oauth2::AsyncHttpClient<'c> for Http<'_> {
+    type Error = AuthError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<oauth2::HttpResponse, AuthError>> + Send + 'c>,
+    >;
+
+    fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
+        Box::pin(answer(self.0, request))
+    }
+}
+
+/// [`oauth::send`], with an error answer that is not an OAuth error (a 5xx page)
+/// reported by its status rather than as unparseable.
+async fn answer(
+    http: &reqwest::Client,
+    request: oauth2::HttpRequest,
+) -> Result<oauth2::HttpResponse, AuthError> {
+    let response = oauth::send(http, request).await?;
+    let status = response.status().as_u16();
+    let oauth_error = || {
+        serde_json::from_slice::<Value>(response.body())
+            .is_ok_and(|v| v.get("error").is_some_and(Value::is_string))
+    };
+    if status != 200 && !oauth_error() {
+        return Err(AuthError::Token(format!(
+            "HTTP {status} from the token endpoint"
+        )));
+    }
+    Ok(response)
+}
+
+fn refusal(e: RequestTokenError<AuthError, BasicErrorResponse>) -> Refusal {
+    match e {
+        RequestTokenError::ServerResponse(r) => Refusal::OAuth {
+            error: r.error().as_ref().chars().take(100).collect(),
+        },
+        RequestTokenError::Request(e) => Refusal::Failed(e),
+        // The body may hold a token: only where the answer went wrong is shown.
+        RequestTokenError::Parse(e, _) => Refusal::Failed(AuthError::Token(format!(
+            "the token endpoint's answer is not understood (at {})",
+            shown(&e.path().to_string())
+        ))),
+        RequestTokenError::Other(why) => Refusal::Failed(AuthError::Token(shown(&why))),
+    }
+}
+
+/// What a token answer leaves behind, once it is a Bearer token.
+fn credentials(
+    answer: BasicTokenResponse,
+    endpoint: &str,
+    client: &Client,
+    resource: &str,
+) -> Result<Credentials, Refusal> {
+    if *answer.token_type() != BasicTokenType::Bearer {
         return Err(Refusal::Failed(AuthError::Token(format!(
             "the token type is {}, not Bearer",
-            shown(kind)
+            shown(answer.token_type().as_ref())
         ))));
     }
     let now = crate::tools::cache::now();
-    let expires_at = expires_at(&json, now);
     Ok(Credentials {
         obtained_at: Some(now),
-        access_token: access_token.to_owned(),
-        refresh_token: json
-            .get("refresh_token")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        expires_at,
-        scope: json.get("scope").and_then(Value::as_str).map(str::to_owned),
-        resource,
+        access_token: answer.access_token().secret().clone(),
+        refresh_token: answer.refresh_token().map(|t| t.secret().clone()),
+        expires_at: answer.expires_in().map(|d| expires_at(d.as_secs(), now)),
+        scope: answer
+            .scopes()
+            .map(|s| s.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")),
+        resource: resource.to_owned(),
         token_endpoint: endpoint.to_owned(),
         client: client.clone(),
         wanted_scope: None,
@@ -223,28 +429,35 @@ pub async fn revoke(http: &reqwest::Client, creds: &Credentials) -> Result<(), A
     Ok(())
 }
 
-/// Renews `old` with its refresh token; a response without a new refresh token keeps
-/// the old one (servers that do not rotate).
 /// When a token answer's `expires_in` runs out. A hostile or careless server's huge value
 /// must neither wrap (a refresh on every request) nor promise a token for centuries.
-fn expires_at(json: &Value, now: u64) -> Option<u64> {
-    json.get("expires_in")
-        .and_then(Value::as_u64)
-        .map(|s| now.saturating_add(s.min(MAX_EXPIRES_IN)))
+fn expires_at(expires_in: u64, now: u64) -> u64 {
+    now.saturating_add(expires_in.min(MAX_EXPIRES_IN))
 }
 
-pub async fn refresh(http: &reqwest::Client, old: &Credentials) -> Result<Credentials, Refusal> {
+/// Renews `old` with its refresh token; a response without a new refresh token keeps
+/// the old one (servers that do not rotate). `key` signs the client's assertion when
+/// it authenticates with one.
+pub async fn refresh(
+    http: &reqwest::Client,
+    old: &Credentials,
+    key: Option<&SigningKey>,
+) -> Result<Credentials, Refusal> {
     let Some(refresh_token) = &old.refresh_token else {
         return Err(Refusal::OAuth {
             error: "no refresh token".into(),
         });
     };
-    let form = vec![
-        ("grant_type", "refresh_token".to_owned()),
-        ("refresh_token", refresh_token.clone()),
-        ("resource", old.resource.clone()),
-    ];
-    let mut new = request(http, &old.token_endpoint, &old.client, form).await?;
+    let grant = Grant::Refresh(refresh_token);
+    let mut new = request(
+        http,
+        &old.token_endpoint,
+        &old.client,
+        key,
+        grant,
+        &old.resource,
+    )
+    .await?;
     if new.refresh_token.is_none() {
         new.refresh_token = old.refresh_token.clone();
     }
@@ -305,21 +518,9 @@ mod tests {
     #[test]
     fn expiry_never_wraps_or_outlives_ten_years() {
         let now = 1_800_000_000;
-        for (v, want) in [
-            (serde_json::json!({"expires_in": 3600}), Some(now + 3600)),
-            (
-                serde_json::json!({"expires_in": u64::MAX}),
-                Some(now + MAX_EXPIRES_IN),
-            ),
-            (serde_json::json!({"expires_in": -5}), None),
-            (serde_json::json!({}), None),
-        ] {
-            assert_eq!(expires_at(&v, now), want, "{v}");
-        }
-        assert_eq!(
-            expires_at(&serde_json::json!({"expires_in": 1}), u64::MAX),
-            Some(u64::MAX)
-        );
+        assert_eq!(expires_at(3600, now), now + 3600);
+        assert_eq!(expires_at(u64::MAX, now), now + MAX_EXPIRES_IN);
+        assert_eq!(expires_at(1, u64::MAX), u64::MAX);
     }
 
     #[test]
