@@ -44,6 +44,7 @@ async fn main() {
         project: None,
         tool_policy: Default::default(),
         elicitation_defaults: false,
+        protocol: Default::default(),
     };
     let config = Config {
         servers: vec![spec],

@@ -100,6 +100,20 @@ pub struct ServerSpec {
     /// `"elicitation": "accept_defaults"`: with no human to ask, answer this server's
     /// elicitations with its own defaults (otherwise they are declined).
     pub elicitation_defaults: bool,
+    /// `"protocol"`: which protocol era to speak (found out by default).
+    pub protocol: ProtocolChoice,
+}
+
+/// A server's protocol era: probed once and remembered (`auto`), or fixed by the
+/// entry for a server whose probe misleads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProtocolChoice {
+    #[default]
+    Auto,
+    /// The `initialize` handshake (2024-11-05 to 2025-11-25), no probe.
+    Handshake,
+    /// The stateless era (2026-07-28), no probe and no fallback.
+    Stateless,
 }
 
 /// A server's `oauth` entry: a client the user registered with its authorization
@@ -620,6 +634,7 @@ impl ServerSpec {
             project: None,
             tool_policy: ToolPolicy::default(),
             elicitation_defaults: false,
+            protocol: ProtocolChoice::Auto,
         }
     }
 }
@@ -859,6 +874,17 @@ fn parse_server(
                 return Err((
                     "elicitation",
                     "must be \"accept_defaults\" or \"decline\"".into(),
+                ));
+            }
+        },
+        protocol: match string(e, "protocol")?.as_deref() {
+            None | Some("auto") => ProtocolChoice::Auto,
+            Some("handshake") => ProtocolChoice::Handshake,
+            Some("stateless") => ProtocolChoice::Stateless,
+            Some(_) => {
+                return Err((
+                    "protocol",
+                    "must be \"auto\", \"handshake\" or \"stateless\"".into(),
                 ));
             }
         },

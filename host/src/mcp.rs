@@ -8,8 +8,10 @@
 pub mod client;
 pub(crate) mod connection;
 pub mod elicitation;
+pub(crate) mod era;
 pub mod example_server;
 pub mod http;
+pub(crate) mod input;
 pub mod protocol;
 pub(crate) mod stdio;
 
@@ -67,8 +69,16 @@ pub enum McpError {
         code: i64,
         message: String,
     },
-    #[error("MCP server '{server}' speaks protocol version {version}; edgar speaks {}", PROTOCOL.join(", "))]
+    #[error("MCP server '{server}' speaks protocol version {version}; edgar speaks {}, {}", protocol::MODERN.join(", "), PROTOCOL.join(", "))]
     Version { server: String, version: String },
+    /// The server refused the protocol version a request named (`-32022`), saying which
+    /// it speaks.
+    #[error("MCP server '{server}' does not speak protocol version {requested} (it speaks {})", if supported.is_empty() { "nothing it named".to_owned() } else { supported.join(", ") })]
+    UnsupportedVersion {
+        server: String,
+        requested: String,
+        supported: Vec<String>,
+    },
     /// The model's arguments do not match the tool's accepted schema. Carries the schema
     /// so a model can correct itself without searching again.
     #[error("the arguments for {tool} do not match its input schema:\n{}\nThe schema is: {schema}", errors.join("\n"))]
@@ -116,7 +126,7 @@ impl McpError {
             McpError::Exchange { .. } => "exchange",
             McpError::Protocol { .. } => "protocol",
             McpError::Server { .. } => "server_error",
-            McpError::Version { .. } => "version",
+            McpError::Version { .. } | McpError::UnsupportedVersion { .. } => "version",
             McpError::InvalidArguments { .. } => "invalid_arguments",
             McpError::NeedsApproval { .. } => "needs_approval",
             McpError::Blocked { .. } => "blocked",
@@ -138,6 +148,7 @@ impl McpError {
             | McpError::Protocol { server, .. }
             | McpError::Server { server, .. }
             | McpError::Version { server, .. }
+            | McpError::UnsupportedVersion { server, .. }
             | McpError::NeedsApproval { server, .. }
             | McpError::Blocked { server, .. }
             | McpError::Quarantined { server, .. } => Some(server),

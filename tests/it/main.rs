@@ -13,6 +13,7 @@ mod mcp_http_faults;
 mod mcp_http_real;
 mod mcp_machine;
 mod mcp_real;
+mod mcp_stateless;
 mod mcp_stdio;
 mod search;
 mod search_model;

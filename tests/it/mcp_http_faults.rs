@@ -441,8 +441,21 @@ async fn config_headers_go_out_and_close_deletes_the_session() {
             .iter()
             .all(|r| r.header("x-api-key") == Some("k-123"))
     );
+    // The era probe came first, as a stateless request: no session, its own version.
+    let probe = &requests[0];
+    assert_eq!(probe.rpc(), "server/discover");
+    assert_eq!(probe.header("mcp-method"), Some("server/discover"));
+    assert_eq!(probe.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(probe.header("mcp-session-id"), None);
+    assert_eq!(
+        probe.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
     // After initialization every request names the session and the negotiated version.
-    for r in requests.iter().filter(|r| r.rpc() != "initialize") {
+    for r in requests
+        .iter()
+        .filter(|r| !matches!(r.rpc(), "initialize" | "server/discover"))
+    {
         assert_eq!(r.header("mcp-session-id"), Some("s1"), "{r:?}");
         assert_eq!(
             r.header("mcp-protocol-version"),

@@ -169,5 +169,13 @@ async fn a_python_sdk_server_over_streamable_http() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(text_of(&out), "HI");
+    // Reached in the stateless era, and remembered so.
+    let era = std::fs::read_dir(h.dir.path().join("cache/tools/era"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .and_then(|e| std::fs::read_to_string(e.path()).ok())
+        .unwrap_or_default();
+    assert!(era.contains("\"2026-07-28\""), "{era}");
     h.close().await;
 }

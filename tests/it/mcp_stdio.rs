@@ -45,6 +45,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         project: None,
         tool_policy: Default::default(),
         elicitation_defaults: false,
+        protocol: Default::default(),
     }
 }
 

@@ -403,6 +403,34 @@ fn a_malformed_policy_fails_closed_naming_the_line() {
 }
 
 #[test]
+fn the_protocol_era_is_found_out_unless_an_entry_fixes_it() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let c = load_user(
+        d.path(),
+        r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "protocol": "handshake"},
+                           "c": {"command": "x", "protocol": "stateless"}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let eras: Vec<ProtocolChoice> = c.servers.iter().map(|s| s.protocol).collect();
+    assert_eq!(
+        eras,
+        [
+            ProtocolChoice::Auto,
+            ProtocolChoice::Handshake,
+            ProtocolChoice::Stateless
+        ]
+    );
+    let e = load_user(
+        d.path(),
+        r#"{"mcpServers": {"a": {"command": "x", "protocol": "2026"}}}"#,
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("protocol") && e.contains("stateless"), "{e}");
+}
+
+#[test]
 fn elicitation_defaults_are_opt_in_per_server() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let c = load_user(

@@ -17,16 +17,18 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::McpError;
 use super::connection::{ClientHandler, Connection, Context, NoHandler};
+use super::era::{self, Hello, Negotiated};
 use super::http::Http;
 use super::http::legacy::Legacy;
-use super::protocol::PROTOCOL;
+use super::input;
+use super::protocol::{MODERN, PROTOCOL};
 use super::stdio::{Spawn, Stdio};
 use crate::auth::mcp::{Browser, McpAuth};
 use crate::auth::store::Store;
-use crate::config::{Config, Held, Hold, ServerSpec, Transport};
+use crate::config::{Config, Held, Hold, ProtocolChoice, ServerSpec, Transport};
 use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
 use crate::text::shown;
-use crate::tools::cache::{Entry, Failure, Timings, ToolCache, ToolName, now};
+use crate::tools::cache::{Entry, Era, Failure, Timings, ToolCache, ToolName, now};
 use crate::trust::audit::AuditLog;
 use crate::trust::pins::{PinStore, Quarantined};
 
@@ -849,14 +851,26 @@ impl SessionInner {
         }
         // The result stays the text the server sent: the guard reads it as is.
         let sent = std::time::Instant::now();
-        let text = running
-            .conn
-            .request_raw(
-                "tools/call",
-                json!({"name": tool.tool(), "arguments": arguments}),
-                server.spec.tool_timeout,
-            )
-            .await?;
+        let (conn, timeout) = (&running.conn, server.spec.tool_timeout);
+        let text = if conn.modern_version().is_none() {
+            let params = json!({"name": tool.tool(), "arguments": arguments});
+            conn.request_raw("tools/call", params, timeout).await?
+        } else {
+            // The stateless era: the server may answer with a request for input first.
+            input::rounds(tool.server(), &self.opts.handler, |input| {
+                let mut params = json!({"name": tool.tool(), "arguments": arguments.clone()});
+                if let Some((responses, state)) = input {
+                    if !responses.is_null() {
+                        params["inputResponses"] = responses;
+                    }
+                    if let Some(state) = state {
+                        params["requestState"] = Value::String(state);
+                    }
+                }
+                conn.request_raw("tools/call", params, timeout)
+            })
+            .await?
+        };
         if !running.called.swap(true, Ordering::Relaxed) {
             self.note_first_call(&server.spec, sent.elapsed());
         }
@@ -1109,6 +1123,9 @@ impl SessionInner {
                         challenge,
                     },
                 );
+                if !needs_login {
+                    self.cache.clear_era(&server.spec);
+                }
                 *state = State::Failed(reason);
                 // A bounded wait may have reported it pending: the catalog changed.
                 server.generation.fetch_add(1, Ordering::SeqCst);
@@ -1133,8 +1150,8 @@ impl SessionInner {
         let handshake = async {
             let phase = std::time::Instant::now();
             // The guard's first load (engine, compile) overlaps the server's own start.
-            let (adapter, init) = tokio::join!(self.adapter(server), self.initialize(spec, &conn));
-            let (adapter, (protocol_version, server_info)) = (adapter?, init?);
+            let (adapter, era) = tokio::join!(self.adapter(server), self.negotiate(spec, &conn));
+            let (adapter, era) = (adapter?, era?);
             timings.initialize_ms = Some(ms(phase));
             let phase = std::time::Instant::now();
             let raw = list_tools(name, &conn, spec.startup_timeout).await?;
@@ -1148,7 +1165,7 @@ impl SessionInner {
                 tools,
             )?;
             timings.guard_ms = Some(ms(phase));
-            Ok::<_, McpError>((protocol_version, server_info, tools, refused, quarantined))
+            Ok::<_, McpError>((era, tools, refused, quarantined))
         };
         let outcome = tokio::time::timeout(spec.startup_timeout, handshake).await;
         timings.total_ms = ms(started);
@@ -1162,7 +1179,7 @@ impl SessionInner {
                 timeout: spec.startup_timeout,
             }),
         };
-        let (protocol_version, server_info, tools, refused, quarantined) = match outcome {
+        let (era, tools, refused, quarantined) = match outcome {
             Ok(v) => v,
             Err(e) => {
                 let tail = transport.stderr_tail();
@@ -1175,8 +1192,8 @@ impl SessionInner {
             tools,
             refused,
             quarantined,
-            protocol_version,
-            server_info,
+            protocol_version: era.version,
+            server_info: era.server_info,
             fetched_at: now(),
         };
         if let Err(e) = self.cache.write(spec, &digest, &entry) {
@@ -1302,39 +1319,43 @@ impl SessionInner {
         }
     }
 
-    async fn initialize(
+    /// Settles the protocol era (`era::negotiate`), from the era this server spoke
+    /// last time if the cache remembers it.
+    async fn negotiate(
         &self,
         spec: &ServerSpec,
         conn: &Connection,
-    ) -> Result<(String, Value), McpError> {
-        let mut capabilities = json!({"roots": {"listChanged": false}});
-        if self.opts.handler.supports_elicitation() {
-            capabilities["elicitation"] = json!({});
-        }
-        let params = json!({
-            "protocolVersion": PROTOCOL[0],
-            "capabilities": capabilities,
-            "clientInfo": {"name": "edgar", "title": "edgar", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = conn
-            .request("initialize", params, spec.startup_timeout)
-            .await?;
-        let Some(version) = result.get("protocolVersion").and_then(Value::as_str) else {
-            return Err(McpError::Protocol {
-                server: spec.name.clone(),
-                reason: "its initialize result has no protocolVersion".into(),
-            });
+    ) -> Result<Negotiated, McpError> {
+        let hello = Hello {
+            elicitation: self.opts.handler.supports_elicitation(),
         };
-        if !PROTOCOL.contains(&version) {
-            return Err(McpError::Version {
-                server: spec.name.clone(),
-                version: shown(version),
-            });
+        let known = match spec.protocol {
+            ProtocolChoice::Auto => self.cache.read_era(spec).map(|e| e.version),
+            ProtocolChoice::Handshake => Some(PROTOCOL[0].to_owned()),
+            ProtocolChoice::Stateless => Some(MODERN[0].to_owned()),
+        };
+        let fixed = spec.protocol != ProtocolChoice::Auto;
+        let negotiated = era::negotiate(
+            &spec.name,
+            conn,
+            &hello,
+            known.as_deref(),
+            fixed,
+            spec.startup_timeout,
+        )
+        .await?;
+        if spec.protocol == ProtocolChoice::Auto
+            && known.as_deref() != Some(negotiated.version.as_str())
+        {
+            self.cache.write_era(
+                spec,
+                &Era {
+                    version: negotiated.version.clone(),
+                    at: now(),
+                },
+            );
         }
-        let info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
-        conn.notify("notifications/initialized", Value::Null)
-            .await?;
-        Ok((version.to_owned(), info))
+        Ok(negotiated)
     }
 
     /// Refreshes a running server's tools whenever it says its list changed.
@@ -1396,7 +1417,10 @@ impl SessionInner {
                                 tools,
                                 refused,
                                 quarantined: q,
-                                protocol_version: String::new(),
+                                protocol_version: cache
+                                    .read_era(&spec)
+                                    .map(|e| e.version)
+                                    .unwrap_or_default(),
                                 server_info: Value::Null,
                                 fetched_at: now(),
                             };
@@ -1688,8 +1712,9 @@ fn with_tail(e: McpError, tail: &str) -> McpError {
         },
         McpError::Version { server, version } if !tail.is_empty() => McpError::Start {
             reason: format!(
-                "it speaks protocol version {version}; edgar speaks {}{tail}",
-                PROTOCOL.join(", ")
+                "it speaks protocol version {version}; edgar speaks {}, {}{tail}",
+                super::protocol::MODERN.join(", "),
+                super::protocol::PROTOCOL.join(", ")
             ),
             server,
         },

@@ -54,19 +54,78 @@ pub(crate) struct Outbound {
     pub method: Option<String>,
     /// The request a `notifications/cancelled` gives up on.
     pub cancels: Option<u64>,
+    /// The stateless era's protocol version this message names (`None`: the handshake
+    /// era, where the transport sends the negotiated version, if any).
+    pub version: Option<Arc<str>>,
+    /// What the stateless era's `Mcp-Name` header mirrors: a `tools/call`'s or
+    /// `prompts/get`'s `name`, a `resources/read`'s `uri`.
+    pub name: Option<String>,
+}
+
+/// How every request is stamped in the stateless era: the version it names, and the
+/// `_meta` entries (that version, the client's capabilities and identity) it carries.
+#[derive(Debug)]
+pub(crate) struct Stamp {
+    pub version: Arc<str>,
+    meta: serde_json::Map<String, Value>,
+}
+
+impl Stamp {
+    pub(crate) fn new(version: &str, capabilities: Value, client_info: Value) -> Stamp {
+        let mut meta = serde_json::Map::new();
+        meta.insert(protocol::META_PROTOCOL_VERSION.into(), json!(version));
+        meta.insert(protocol::META_CLIENT_CAPABILITIES.into(), capabilities);
+        meta.insert(protocol::META_CLIENT_INFO.into(), client_info);
+        Stamp {
+            version: version.into(),
+            meta,
+        }
+    }
 }
 
 impl Outbound {
-    pub(crate) fn request(id: u64, method: &str, params: Value) -> Outbound {
+    pub(crate) fn request(
+        id: u64,
+        method: &str,
+        mut params: Value,
+        stamp: Option<&Stamp>,
+    ) -> Outbound {
+        let mut name = None;
+        if let Some(stamp) = stamp {
+            if !params.is_object() {
+                params = json!({});
+            }
+            let key = if method == "resources/read" {
+                "uri"
+            } else {
+                "name"
+            };
+            if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+                name = params.get(key).and_then(Value::as_str).map(str::to_owned);
+            }
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if !meta.is_object() {
+                    *meta = json!({});
+                }
+                if let Some(meta) = meta.as_object_mut() {
+                    for (k, v) in &stamp.meta {
+                        meta.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
         Outbound {
             bytes: protocol::request(id, method, params).into(),
             request: Some(id),
             method: Some(method.to_owned()),
             cancels: None,
+            version: stamp.map(|s| s.version.clone()),
+            name,
         }
     }
 
-    pub(crate) fn notification(method: &str, params: Value) -> Outbound {
+    pub(crate) fn notification(method: &str, params: Value, stamp: Option<&Stamp>) -> Outbound {
         let cancels = match method {
             "notifications/cancelled" => params.get("requestId").and_then(Value::as_u64),
             _ => None,
@@ -76,6 +135,8 @@ impl Outbound {
             request: None,
             method: Some(method.to_owned()),
             cancels,
+            version: stamp.map(|s| s.version.clone()),
+            name: None,
         }
     }
 
@@ -86,6 +147,8 @@ impl Outbound {
             request: None,
             method: None,
             cancels: None,
+            version: None,
+            name: None,
         }
     }
 
@@ -142,6 +205,8 @@ enum Outcome {
 
 struct Shared {
     pending: Mutex<HashMap<u64, oneshot::Sender<Outcome>>>,
+    /// Set once the server speaks the stateless era (or while probing whether it does).
+    stamp: Mutex<Option<Arc<Stamp>>>,
     closed: Mutex<Option<String>>,
     next_id: AtomicU64,
     list_changed: Arc<Notify>,
@@ -153,6 +218,7 @@ impl Connection {
     pub(crate) fn start(server: &str, link: Link, ctx: Context) -> Connection {
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
+            stamp: Mutex::new(None),
             closed: Mutex::new(None),
             next_id: AtomicU64::new(1),
             list_changed: Arc::new(Notify::new()),
@@ -215,14 +281,25 @@ impl Connection {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
+        let stamp = self.stamp();
         let exchange = async {
             self.outgoing
-                .send(Outbound::request(id, method, params))
+                .send(Outbound::request(id, method, params, stamp.as_deref()))
                 .await
                 .map_err(|_| self.closed_error())?;
             match rx.await {
                 Ok(Outcome::Answer(Ok(v))) => Ok(v),
                 Ok(Outcome::Failed(e)) => Err(e),
+                Ok(Outcome::Answer(Err(e))) if e.code == protocol::UNSUPPORTED_PROTOCOL_VERSION => {
+                    Err(McpError::UnsupportedVersion {
+                        server: self.server.clone(),
+                        requested: stamp
+                            .as_ref()
+                            .map_or(protocol::PROTOCOL[0], |s| &s.version)
+                            .to_owned(),
+                        supported: e.supported,
+                    })
+                }
                 Ok(Outcome::Answer(Err(e))) => Err(McpError::Server {
                     server: self.server.clone(),
                     method: method.to_owned(),
@@ -239,6 +316,7 @@ impl Connection {
                 let cancel = Outbound::notification(
                     "notifications/cancelled",
                     json!({"requestId": id, "reason": "edgar: the request timed out"}),
+                    stamp.as_deref(),
                 );
                 let _ = self.outgoing.try_send(cancel);
                 Err(McpError::Timeout {
@@ -253,12 +331,32 @@ impl Connection {
     pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
         self.check_open()?;
         self.outgoing
-            .send(Outbound::notification(method, params))
+            .send(Outbound::notification(
+                method,
+                params,
+                self.stamp().as_deref(),
+            ))
             .await
             .map_err(|_| self.closed_error())
     }
 
     /// Woken each time the server sends `notifications/tools/list_changed`.
+    /// Stamps every later request for the stateless era at `stamp`'s version, or (with
+    /// `None`) for the handshake era. Set while nothing else is in flight: when the
+    /// era is probed or chosen.
+    pub(crate) fn set_era(&self, stamp: Option<Stamp>) {
+        *lock(&self.shared.stamp) = stamp.map(Arc::new);
+    }
+
+    /// The stateless era's version this connection speaks, if it does.
+    pub(crate) fn modern_version(&self) -> Option<Arc<str>> {
+        self.stamp().map(|s| s.version.clone())
+    }
+
+    fn stamp(&self) -> Option<Arc<Stamp>> {
+        lock(&self.shared.stamp).clone()
+    }
+
     pub(crate) fn list_changed(&self) -> Arc<Notify> {
         self.shared.list_changed.clone()
     }
@@ -468,9 +566,9 @@ mod tests {
 
     #[test]
     fn outbound_messages_carry_their_routing() {
-        let r = Outbound::request(4, "tools/call", json!({}));
+        let r = Outbound::request(4, "tools/call", json!({}), None);
         assert_eq!((r.request, r.is("tools/call")), (Some(4), true));
-        let c = Outbound::notification("notifications/cancelled", json!({"requestId": 9}));
+        let c = Outbound::notification("notifications/cancelled", json!({"requestId": 9}), None);
         assert_eq!((c.request, c.cancels), (None, Some(9)));
         let reply = Outbound::reply(protocol::response(&json!(3), json!({})));
         assert_eq!((reply.request, reply.method), (None, None));

@@ -277,6 +277,11 @@ async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>)
             if let Some(h) = handle {
                 h.abort();
             }
+            // Stateless era: closing the request's stream is the cancellation; no
+            // notification is posted.
+            if message.version.is_some() {
+                continue;
+            }
         }
         if message.is("initialize") {
             *lock(&shared.initialize) = Some(message.clone());
@@ -370,9 +375,10 @@ impl Shared {
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
                     .body(message.bytes.clone());
-                match &session {
-                    Some(s) => post.header("mcp-session-id", s.clone()),
-                    None => post,
+                match (&message.version, &session) {
+                    (Some(version), _) => stateless_headers(post, version, message),
+                    (None, Some(s)) => post.header("mcp-session-id", s.clone()),
+                    (None, None) => post,
                 }
             })
             .await?;
@@ -414,6 +420,22 @@ impl Shared {
         message: &Outbound,
     ) -> Result<(), Reply> {
         let status = response.status();
+        if want.is_some()
+            && status.is_client_error()
+            && !matches!(status.as_u16(), 401 | 403)
+            && matches!(wire::body_kind(&response), Body::Json)
+        {
+            // A stateless server answers an unsupported version (400) or method (404)
+            // with a JSON-RPC error for the request: deliver it as that answer.
+            let refused = check_status(&response);
+            let body = wire::read_body(response).await?;
+            let messages = super::protocol::decode(&body).unwrap_or_default();
+            if answers(&messages, want) {
+                self.emit(Event::Message(messages)).await;
+                return Ok(());
+            }
+            return refused;
+        }
         check_status(&response)?;
         if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
             return match want {
@@ -784,6 +806,45 @@ impl StreamEnd {
 }
 
 /// A 3xx, 4xx or 5xx as a failure (401 and 403 with their challenge).
+/// The stateless era's request headers: the version the body's `_meta` names, the
+/// method, and for `tools/call`, `prompts/get` and `resources/read` the name or URI
+/// (base64 in the spec's sentinel when it is not plain visible ASCII). No session.
+fn stateless_headers(
+    post: reqwest::RequestBuilder,
+    version: &str,
+    message: &Outbound,
+) -> reqwest::RequestBuilder {
+    let mut post = post.header("mcp-protocol-version", version);
+    if let Some(method) = &message.method {
+        post = post.header("mcp-method", header_value(method));
+    }
+    if let Some(name) = &message.name {
+        post = post.header("mcp-name", header_value(name));
+    }
+    post
+}
+
+/// A value as an HTTP header: as is when it is visible ASCII (and spaces inside),
+/// else `=?base64?…?=` (MCP 2026-07-28, Streamable HTTP, Value Encoding).
+fn header_value(value: &str) -> HeaderValue {
+    use base64::Engine as _;
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !sentinel;
+    let text = if plain {
+        value.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    };
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
 fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
     let status = response.status();
     if status.is_success() {

@@ -13,8 +13,29 @@ pub(crate) fn is_too_deep(e: &serde_json::Error) -> bool {
     e.to_string().starts_with("recursion limit exceeded")
 }
 
-/// MCP protocol versions this client speaks, newest first.
+/// MCP protocol versions of the handshake era (`initialize`) this client speaks,
+/// newest first.
 pub const PROTOCOL: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Stateless (2026-07-28 and later) versions: no handshake, every request carries its
+/// version, capabilities and client in `_meta`. Newest first.
+pub const MODERN: &[&str] = &["2026-07-28"];
+
+/// Whether `version` is one of the stateless era's.
+pub fn is_modern(version: &str) -> bool {
+    MODERN.contains(&version)
+}
+
+/// `_meta` keys of the stateless era.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// "The server does not speak the version this request named"; its `data.supported`
+/// lists the ones it does.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// Most versions read from an `UnsupportedProtocolVersion` error's list.
+const MAX_SUPPORTED: usize = 16;
 
 /// JSON-RPC error codes used in answers to a server's requests.
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -55,10 +76,12 @@ pub enum Incoming {
 }
 
 /// A JSON-RPC error object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    /// For [`UNSUPPORTED_PROTOCOL_VERSION`]: the versions the server says it speaks.
+    pub supported: Vec<String>,
 }
 
 /// The envelope of one message: its fields as undecoded text, so classifying a 16 MiB
@@ -83,6 +106,12 @@ struct Envelope<'a> {
 struct ErrorObject {
     code: Option<i64>,
     message: Option<String>,
+    data: Option<ErrorData>,
+}
+
+#[derive(Deserialize)]
+struct ErrorData {
+    supported: Option<Vec<Value>>,
 }
 
 /// Decodes and classifies one message as received (a line, an event's data, a body).
@@ -127,10 +156,27 @@ fn classify_one(message: &RawValue) -> Result<Incoming, String> {
                 let e: ErrorObject = serde_json::from_str(error.get()).unwrap_or(ErrorObject {
                     code: None,
                     message: None,
+                    data: None,
                 });
+                let code = e.code.unwrap_or(0);
+                let supported = match (code, e.data.and_then(|d| d.supported)) {
+                    (UNSUPPORTED_PROTOCOL_VERSION, Some(list)) => list
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .filter(|v| {
+                            v.len() <= 32
+                                && v.bytes()
+                                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+                        })
+                        .take(MAX_SUPPORTED)
+                        .map(str::to_owned)
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 Err(RpcError {
-                    code: e.code.unwrap_or(0),
+                    code,
                     message: e.message.unwrap_or_else(|| "(no message)".into()),
+                    supported,
                 })
             }
             _ => return Err("a response with neither or both of result and error".into()),
@@ -268,7 +314,8 @@ mod tests {
                 e,
                 RpcError {
                     code: -1,
-                    message: "no".into()
+                    message: "no".into(),
+                    supported: Vec::new(),
                 }
             ),
             other => panic!("{other:?}"),

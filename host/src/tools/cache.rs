@@ -117,6 +117,16 @@ pub struct Timings {
     pub first_call_ms: Option<u64>,
 }
 
+/// The protocol version a server last spoke, so a cold start goes straight to its era
+/// (no `server/discover` probe for a handshake server, no handshake for a stateless
+/// one). Keyed like the other records: a changed command or URL forgets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Era {
+    pub version: String,
+    /// When it was learned (Unix seconds).
+    pub at: u64,
+}
+
 /// The last discovery failure of a server, kept so `edgar mcp list` can show it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
@@ -412,6 +422,22 @@ impl ToolCache {
 
     pub fn write_timings(&self, spec: &ServerSpec, timings: &Timings) {
         self.write_record("timings", spec, timings);
+    }
+
+    pub fn read_era(&self, spec: &ServerSpec) -> Option<Era> {
+        read_json(&self.record_path("era", spec)?)
+    }
+
+    pub fn write_era(&self, spec: &ServerSpec, era: &Era) {
+        self.write_record("era", spec, era);
+    }
+
+    /// Forgets the era: a server that failed is probed afresh next time (it may have
+    /// moved to the other era).
+    pub fn clear_era(&self, spec: &ServerSpec) {
+        if let Some(p) = self.record_path("era", spec) {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     pub fn clear_failure(&self, spec: &ServerSpec) {

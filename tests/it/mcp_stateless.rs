@@ -1,0 +1,284 @@
+//! The two protocol eras: a stateless (2026-07-28) server reached without a handshake,
+//! a handshake server found by the probe's fallback, each era remembered so the next
+//! cold start goes straight to it, the Python SDK 2.3.0 server in either era, and the
+//! multi-round-trip pattern (form and URL elicitation, a state-only leg, the round
+//! limit, an oversized state, a request edgar cannot answer).
+//!
+//! What each server received is recorded by wrapping it in `tee`, so the tests see the
+//! wire, not edgar's account of it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgar_host::config::{Config, ProtocolChoice, ServerSpec};
+use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_tests::{fixture, installed, procs_with_tag};
+use serde_json::{Value, json};
+
+use crate::mcp_stdio::{spec, text_of};
+
+const STATELESS: &str = env!("CARGO_BIN_EXE_fake-stateless-server");
+const HANDSHAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+/// Answers every elicitation: a form with a name, a URL by accepting.
+struct Answers;
+impl edgar_host::mcp::ClientHandler for Answers {
+    fn supports_elicitation(&self) -> bool {
+        true
+    }
+    fn elicit(&self, _server: &str, params: &Value) -> Option<Value> {
+        Some(match params["mode"].as_str() {
+            Some("url") => json!({"action": "accept"}),
+            _ => json!({"action": "accept", "content": {"name": "Grace"}}),
+        })
+    }
+}
+
+/// A server spec whose every received line is appended to `log` (through `tee`).
+fn recorded(name: &str, log: &Path, argv: &[&str], tag: &str) -> ServerSpec {
+    let line = argv
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = format!("tee -a '{}' | exec {line}", log.display());
+    spec(
+        name,
+        "sh",
+        &["-c", &script],
+        &[("EDGAR_TEST_TAG", tag.to_owned())],
+    )
+}
+
+fn session(dir: &Path, specs: Vec<ServerSpec>, handler: bool) -> Session {
+    let config = Config {
+        servers: specs,
+        ..Default::default()
+    };
+    let mut opts = SessionOptions::new(dir.to_owned(), Some(dir.join("cache")));
+    if handler {
+        opts.handler = Arc::new(Answers);
+    }
+    Session::new(&config, opts)
+}
+
+/// The methods received, in order.
+fn methods(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|m| m["method"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn stamped(log: &Path) -> Vec<Option<String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m.get("id").is_some())
+        .map(|m| {
+            m["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+fn tag(test: &str) -> String {
+    format!("{}-{test}", std::process::id())
+}
+
+async fn echo(s: &Session, tool: &str) -> Result<String, String> {
+    s.call(tool, json!({"text": "hi"}))
+        .await
+        .map(|o| text_of(&o))
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembered() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("stateless");
+    let s = session(
+        dir.path(),
+        vec![recorded("st", &log, &[STATELESS], &t)],
+        false,
+    );
+    assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    assert_eq!(
+        methods(&log),
+        ["server/discover", "tools/list", "tools/call"]
+    );
+    assert!(
+        stamped(&log)
+            .iter()
+            .all(|v| v.as_deref() == Some("2026-07-28")),
+        "{:?}",
+        stamped(&log)
+    );
+    // A cold start of the next session goes straight to the era: no probe.
+    let _ = std::fs::remove_file(&log);
+    let s = session(
+        dir.path(),
+        vec![recorded("st", &log, &[STATELESS], &t)],
+        false,
+    );
+    assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    assert_eq!(methods(&log), ["tools/list", "tools/call"]);
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[tokio::test]
+async fn a_handshake_server_is_probed_once_then_greeted_directly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("handshake");
+    let fake = || recorded("hs", &log, &[HANDSHAKE, "good"], &t);
+    let s = session(dir.path(), vec![fake()], false);
+    assert_eq!(echo(&s, "hs__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    assert_eq!(
+        methods(&log),
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+    let _ = std::fs::remove_file(&log);
+    let s = session(dir.path(), vec![fake()], false);
+    assert_eq!(echo(&s, "hs__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    assert_eq!(methods(&log)[0], "initialize");
+    assert!(!methods(&log).iter().any(|m| m == "server/discover"));
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[tokio::test]
+async fn the_python_sdk_server_speaks_either_era() {
+    let python = installed("py/bin/python").display().to_string();
+    let script = fixture("python_server.py").display().to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("python");
+    for (choice, want) in [
+        (ProtocolChoice::Auto, "server/discover"),
+        (ProtocolChoice::Handshake, "initialize"),
+    ] {
+        let log = dir.path().join(format!("{choice:?}.log"));
+        let mut spec = recorded("py", &log, &[&python, &script], &t);
+        spec.protocol = choice;
+        spec.startup_timeout = Duration::from_secs(30);
+        let s = session(dir.path(), vec![spec], false);
+        let out = s
+            .call("py__add", json!({"a": 20, "b": 22}))
+            .await
+            .map(|o| text_of(&o))
+            .unwrap_or_else(|e| panic!("{choice:?}: {e}"));
+        assert!(out.contains("42"), "{out}");
+        s.close().await;
+        let seen = methods(&log);
+        assert_eq!(seen[0], want, "{choice:?}: {seen:?}");
+        let other = if want == "initialize" {
+            "server/discover"
+        } else {
+            "initialize"
+        };
+        assert!(!seen.iter().any(|m| m == other), "{choice:?}: {seen:?}");
+    }
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[tokio::test]
+async fn a_handshake_forced_on_a_stateless_server_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("forced");
+    let mut spec = spec("st", STATELESS, &[], &[("EDGAR_TEST_TAG", t.clone())]);
+    spec.protocol = ProtocolChoice::Handshake;
+    let s = session(dir.path(), vec![spec], false);
+    let e = echo(&s, "st__echo").await.err().unwrap_or_default();
+    s.close().await;
+    assert!(
+        e.contains("does not speak protocol version 2025-11-25 (it speaks 2026-07-28)"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn input_requests_are_answered_and_the_call_retried() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("mrtr");
+    let s = session(
+        dir.path(),
+        vec![recorded("st", &log, &[STATELESS], &t)],
+        true,
+    );
+    assert_eq!(
+        echo(&s, "st__ask_name").await.as_deref(),
+        Ok("hello Grace (accept)")
+    );
+    assert_eq!(
+        echo(&s, "st__ask_url").await.as_deref(),
+        Ok("consent accept")
+    );
+    assert_eq!(echo(&s, "st__wait_state").await.as_deref(), Ok("waited"));
+    let nag = echo(&s, "st__nag").await.err().unwrap_or_default();
+    assert!(nag.contains("more than 10 times"), "{nag}");
+    let huge = echo(&s, "st__huge_state").await.err().unwrap_or_default();
+    assert!(huge.contains("over the"), "{huge}");
+    let sample = echo(&s, "st__sample").await.err().unwrap_or_default();
+    assert!(sample.contains("a completion from the model"), "{sample}");
+    s.close().await;
+    // Each retry was a new request carrying the answers and the state byte for byte.
+    let calls: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == "ask_name")
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_ne!(calls[0]["id"], calls[1]["id"]);
+    assert!(calls[0]["params"].get("requestState").is_none());
+    assert_eq!(calls[1]["params"]["requestState"], "state-for-who");
+    assert_eq!(
+        calls[1]["params"]["inputResponses"]["who"]["content"]["name"],
+        "Grace"
+    );
+    let nags = methods_named(&log, "nag");
+    assert_eq!(nags, 11, "the first call and ten rounds");
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+fn methods_named(log: &Path, tool: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["params"]["name"] == tool)
+        .count()
+}
+
+#[tokio::test]
+async fn without_a_handler_an_elicitation_fails_the_call_by_name() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("nohandler");
+    let s = session(
+        dir.path(),
+        vec![spec("st", STATELESS, &[], &[("EDGAR_TEST_TAG", t.clone())])],
+        false,
+    );
+    let e = echo(&s, "st__ask_name").await.err().unwrap_or_default();
+    s.close().await;
+    assert!(
+        e.contains("elicitation/create") && e.contains("a human's input"),
+        "{e}"
+    );
+}

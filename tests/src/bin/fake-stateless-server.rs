@@ -1,0 +1,148 @@
+//! An MCP server of the stateless era only (2026-07-28) over stdio, for what a real one
+//! cannot be made to show: it refuses `initialize` and any request not stamped with its
+//! version (`-32022`), and its tools ask for input in every way the multi-round-trip
+//! pattern allows, including hostile ones.
+//!
+//! Tools: `echo`; `ask_name` (a form elicitation, answered on the retry with the
+//! echoed state); `ask_url` (a URL-mode elicitation); `wait_state` (a leg with state
+//! only); `nag` (asks for ever); `huge_state` (a 10 MB `requestState`); `sample` (asks
+//! for a model completion). With `FAKE_LOG=path`, every line received is appended there.
+
+use std::io::{BufRead, Write};
+
+use serde_json::{Value, json};
+
+const VERSION: &str = "2026-07-28";
+
+fn main() {
+    let log = std::env::var("FAKE_LOG").ok();
+    let mut out = std::io::stdout().lock();
+    let mut line = String::new();
+    let mut input = std::io::stdin().lock();
+    loop {
+        line.clear();
+        if input.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(path) = &log
+            && let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(method), Some(id)) = (msg["method"].as_str(), msg.get("id").cloned()) else {
+            continue;
+        };
+        let params = &msg["params"];
+        let asked = params["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str();
+        if asked != Some(VERSION) {
+            let requested = asked.unwrap_or(params["protocolVersion"].as_str().unwrap_or(""));
+            send(
+                &mut out,
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": [VERSION], "requested": requested}}}),
+            );
+            continue;
+        }
+        let result = match method {
+            "server/discover" => json!({
+                "resultType": "complete", "supportedVersions": [VERSION],
+                "capabilities": {"tools": {}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-stateless", "version": "1"}},
+                "ttlMs": 0, "cacheScope": "private",
+            }),
+            "tools/list" => {
+                let tools: Vec<Value> = [
+                    "echo",
+                    "ask_name",
+                    "ask_url",
+                    "wait_state",
+                    "nag",
+                    "huge_state",
+                    "sample",
+                ]
+                .iter()
+                .map(|n| {
+                    json!({"name": n, "description": format!("the {n} tool"),
+                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
+                })
+                .collect();
+                json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
+            }
+            "tools/call" => call(params),
+            _ => {
+                send(
+                    &mut out,
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown method"}}),
+                );
+                continue;
+            }
+        };
+        send(
+            &mut out,
+            json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        );
+    }
+}
+
+fn call(params: &Value) -> Value {
+    let responses = &params["inputResponses"];
+    let state = params["requestState"].as_str();
+    let elicit = |key: &str, p: Value| {
+        json!({"resultType": "input_required",
+            "inputRequests": {key: {"method": "elicitation/create", "params": p}},
+            "requestState": format!("state-for-{key}")})
+    };
+    match params["name"].as_str().unwrap_or_default() {
+        "ask_name" => match (&responses["who"], state) {
+            (Value::Object(r), Some("state-for-who")) => {
+                let name = r["content"]["name"].as_str().unwrap_or("nobody");
+                text(&format!(
+                    "hello {name} ({})",
+                    r["action"].as_str().unwrap_or("?")
+                ))
+            }
+            _ => elicit(
+                "who",
+                json!({"mode": "form", "message": "Your name?",
+                    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string", "default": "Ada"}}, "required": ["name"]}}),
+            ),
+        },
+        "ask_url" => match &responses["consent"] {
+            Value::Object(r) => text(&format!("consent {}", r["action"].as_str().unwrap_or("?"))),
+            _ => elicit(
+                "consent",
+                json!({"mode": "url", "message": "Approve access", "url": "https://example.com/consent"}),
+            ),
+        },
+        "wait_state" => match state {
+            Some("later") => text("waited"),
+            _ => json!({"resultType": "input_required", "requestState": "later"}),
+        },
+        "nag" => elicit(
+            "again",
+            json!({"mode": "form", "message": "Again?", "requestedSchema": {"type": "object", "properties": {}}}),
+        ),
+        "huge_state" => {
+            json!({"resultType": "input_required", "requestState": "x".repeat(10 << 20)})
+        }
+        "sample" => json!({"resultType": "input_required",
+            "inputRequests": {"q": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}}}}),
+        _ => text(params["arguments"]["text"].as_str().unwrap_or("")),
+    }
+}
+
+fn text(t: &str) -> Value {
+    json!({"resultType": "complete", "content": [{"type": "text", "text": t}]})
+}
+
+fn send(out: &mut impl Write, v: Value) {
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
