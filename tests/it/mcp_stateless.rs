@@ -110,10 +110,10 @@ async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembere
     );
     assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
     s.close().await;
-    assert_eq!(
-        methods(&log),
-        ["server/discover", "tools/list", "tools/call"]
-    );
+    // The subscription opens once the server runs, beside the call.
+    let mut seen = methods(&log);
+    seen.retain(|m| m != "subscriptions/listen");
+    assert_eq!(seen, ["server/discover", "tools/list", "tools/call"]);
     assert!(
         stamped(&log)
             .iter()
@@ -130,7 +130,9 @@ async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembere
     );
     assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
     s.close().await;
-    assert_eq!(methods(&log), ["tools/list", "tools/call"]);
+    let mut seen = methods(&log);
+    seen.retain(|m| m != "subscriptions/listen");
+    assert_eq!(seen, ["tools/list", "tools/call"]);
     assert!(procs_with_tag(&t).is_empty());
 }
 
@@ -281,4 +283,39 @@ async fn without_a_handler_an_elicitation_fails_the_call_by_name() {
         e.contains("elicitation/create") && e.contains("a human's input"),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn a_subscription_brings_a_changed_tool_list() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("listen");
+    let s = session(
+        dir.path(),
+        vec![recorded("st", &log, &[STATELESS], &t)],
+        false,
+    );
+    // The subscription opens once the server runs; the change comes after it.
+    assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
+    for _ in 0..50 {
+        if methods(&log).iter().any(|m| m == "subscriptions/listen") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(echo(&s, "st__change").await.as_deref(), Ok("changed"));
+    let mut found = false;
+    for _ in 0..50 {
+        let tools = s.tools("st").await.unwrap_or_else(|e| panic!("{e}"));
+        if tools.iter().any(|t| t.name() == "st__added_later") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s.close().await;
+    assert!(found, "{:?}", methods(&log));
+    let seen = methods(&log);
+    assert!(seen.iter().any(|m| m == "subscriptions/listen"), "{seen:?}");
+    assert!(procs_with_tag(&t).is_empty());
 }

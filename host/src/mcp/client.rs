@@ -50,6 +50,12 @@ pub const FAILURE_COOLDOWN: Duration = Duration::from_secs(10 * 60);
 /// Least time between two refreshes after `notifications/tools/list_changed`: a server
 /// that says so in a loop gets one refresh a second, not one per message.
 const LIST_CHANGED_MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// How long one `subscriptions/listen` may stay open: as long as the session, in effect.
+const LISTEN_FOR: Duration = Duration::from_secs(365 * 86_400);
+/// Subscriptions opened for one connection before edgar stops asking, and the wait
+/// before each new one (times the attempt).
+const LISTEN_ATTEMPTS: u32 = 5;
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
 
 /// How a session runs its servers.
 #[derive(Clone)]
@@ -1103,6 +1109,9 @@ impl SessionInner {
                 self.cache.clear_failure(&server.spec);
                 server.generation.fetch_add(1, Ordering::SeqCst);
                 self.watch_list_changed(server, &running);
+                if running.conn.modern_version().is_some() {
+                    self.listen_for_changes(&server.spec.name, &running);
+                }
                 *state = State::Running(running.clone());
                 Ok(running)
             }
@@ -1356,6 +1365,41 @@ impl SessionInner {
             );
         }
         Ok(negotiated)
+    }
+
+    /// Stateless era: asks a running server to say when its tools change
+    /// (`subscriptions/listen`), which feeds the same refresh as the handshake era's
+    /// `notifications/tools/list_changed`. The subscription lives as long as the
+    /// connection; one that breaks is opened again a few times, one the server does not
+    /// offer is not.
+    fn listen_for_changes(&self, server: &str, running: &Arc<Running>) {
+        let running = running.clone();
+        let server = server.to_owned();
+        let task = tokio::spawn(async move {
+            let params = json!({"notifications": {"toolsListChanged": true}});
+            for attempt in 0..LISTEN_ATTEMPTS {
+                if attempt > 0 {
+                    tokio::time::sleep(LISTEN_RETRY * attempt).await;
+                }
+                let ended = running
+                    .conn
+                    .request("subscriptions/listen", params.clone(), LISTEN_FOR)
+                    .await;
+                match ended {
+                    Ok(_) => tracing::debug!(server, "the server ended its subscription"),
+                    Err(McpError::Closed { .. }) => return,
+                    Err(e @ McpError::Server { .. }) => {
+                        tracing::debug!(server, "no change subscription: {e}");
+                        return;
+                    }
+                    Err(e) => tracing::debug!(server, "the change subscription broke: {e}"),
+                }
+            }
+        });
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task.abort_handle());
     }
 
     /// Refreshes a running server's tools whenever it says its list changed.

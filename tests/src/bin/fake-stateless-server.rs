@@ -6,7 +6,9 @@
 //! Tools: `echo`; `ask_name` (a form elicitation, answered on the retry with the
 //! echoed state); `ask_url` (a URL-mode elicitation); `wait_state` (a leg with state
 //! only); `nag` (asks for ever); `huge_state` (a 10 MB `requestState`); `sample` (asks
-//! for a model completion). With `FAKE_LOG=path`, every line received is appended there.
+//! for a model completion); `change` (adds `added_later` to the tools and says so on the
+//! client's `subscriptions/listen`, if it opened one). With `FAKE_LOG=path`, every line
+//! received is appended there.
 
 use std::io::{BufRead, Write};
 
@@ -19,6 +21,8 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let mut line = String::new();
     let mut input = std::io::stdin().lock();
+    let mut listening: Option<Value> = None;
+    let mut changed = false;
     loop {
         line.clear();
         if input.read_line(&mut line).unwrap_or(0) == 0 {
@@ -57,8 +61,32 @@ fn main() {
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-stateless", "version": "1"}},
                 "ttlMs": 0, "cacheScope": "private",
             }),
+            "subscriptions/listen" => {
+                let wants = params["notifications"]["toolsListChanged"] == true;
+                send(
+                    &mut out,
+                    json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                                   "notifications": {"toolsListChanged": wants}}}),
+                );
+                if wants {
+                    listening = Some(id);
+                }
+                continue;
+            }
+            "tools/call" if params["name"] == "change" => {
+                changed = true;
+                if let Some(sub) = &listening {
+                    send(
+                        &mut out,
+                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": sub}}}),
+                    );
+                }
+                text("changed")
+            }
             "tools/list" => {
-                let tools: Vec<Value> = [
+                let mut names = vec![
                     "echo",
                     "ask_name",
                     "ask_url",
@@ -66,13 +94,18 @@ fn main() {
                     "nag",
                     "huge_state",
                     "sample",
-                ]
-                .iter()
-                .map(|n| {
-                    json!({"name": n, "description": format!("the {n} tool"),
+                    "change",
+                ];
+                if changed {
+                    names.push("added_later");
+                }
+                let tools: Vec<Value> = names
+                    .iter()
+                    .map(|n| {
+                        json!({"name": n, "description": format!("the {n} tool"),
                     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
-                })
-                .collect();
+                    })
+                    .collect();
                 json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
             }
             "tools/call" => call(params),
