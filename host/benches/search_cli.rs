@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use edgar_host::config::{Config, ConfigPaths};
 use edgar_host::guard::{AdapterSource, BUILTIN_DIGEST, Guard};
-use edgar_host::tools::cache::{Entry, ToolCache};
+use edgar_host::mcp::cache::{Entry, ToolCache};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const RUNS: usize = 21;

@@ -5,6 +5,7 @@
 //! socket or creates a WASM engine until a server's tool is first needed.
 
 pub mod auth;
+pub mod clock;
 pub mod config;
 pub mod guard;
 pub mod mcp;

@@ -86,6 +86,30 @@ pub fn is_https_or_loopback(url: &str) -> bool {
     }
 }
 
+/// What went wrong with an HTTP request, in one line: the kind and the root cause
+/// (`Connection refused`, a DNS failure, a TLS error), never the URL.
+pub(crate) fn request_error(e: &reqwest::Error) -> String {
+    let mut root: &dyn std::error::Error = e;
+    while let Some(s) = root.source() {
+        root = s;
+    }
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_body() || e.is_decode() {
+        "the body broke off"
+    } else {
+        "the request failed"
+    };
+    let cause = root.to_string();
+    let cause = match e.url() {
+        Some(u) => cause.replace(u.as_str(), "the server"),
+        None => cause,
+    };
+    crate::text::shown_message(&format!("{kind}: {cause}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,6 @@
-//! The harness-facing side of MCP tools: the discovery cache, the prompt's tool list,
-//! and the built-in `tool_search`.
+//! The harness-facing side of MCP tools, above the session: the prompt's tool list and
+//! the built-in `tool_search` (its ranking and kept index included).
 
-pub mod cache;
 pub mod prompt;
 pub mod search;
 pub mod search_tool;

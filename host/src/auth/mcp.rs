@@ -30,8 +30,8 @@ use super::assertion::SigningKey;
 use super::oauth::{self, Loopback};
 use super::store::Store;
 use super::{AuthError, Secret};
+use crate::auth::bearer::{Authorizer, Challenge};
 use crate::config::{OAuthClient, ServerSpec, Transport};
-use crate::mcp::http::{Authorizer, Challenge};
 use crate::text::shown;
 
 /// Interactive authorizations one sign-in may start (a server that keeps asking for
@@ -246,7 +246,7 @@ impl McpAuth {
     /// let us in (it may not need a sign-in at all).
     async fn probe(&self) -> Result<Option<Challenge>, AuthError> {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": crate::mcp::PROTOCOL[0], "capabilities": {},
+            "protocolVersion": crate::mcp::protocol::PROTOCOL[0], "capabilities": {},
             "clientInfo": {"name": "edgar", "version": env!("CARGO_PKG_VERSION")}}});
         let response = self
             .http()?
@@ -259,7 +259,7 @@ impl McpAuth {
             .map_err(|e| {
                 AuthError::Discovery(format!(
                     "cannot reach the server: {}",
-                    crate::mcp::http::request_error(&e)
+                    crate::net::request_error(&e)
                 ))
             })?;
         let challenge = Challenge::parse(
@@ -636,7 +636,7 @@ impl McpAuth {
         let creds = st.creds.clone()?;
         // A short-lived token is renewed in the second half of its life, not on every
         // request while it is still young.
-        let now = crate::tools::cache::now();
+        let now = crate::clock::now();
         if creds.expiring(now, REFRESH_MARGIN) {
             if creds.refresh_token.is_some() {
                 self.refresh(&mut st, &creds).await;
@@ -945,7 +945,7 @@ async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
     let response = client.get(url).send().await.map_err(|e| {
         format!(
             "the authorization request failed: {}",
-            crate::mcp::http::request_error(&e)
+            crate::net::request_error(&e)
         )
     })?;
     let Some(location) = response
@@ -968,7 +968,7 @@ async fn fetch_redirect(url: Url, redirect_uri: String) -> Result<(), String> {
     client.get(&location).send().await.map_err(|e| {
         format!(
             "the redirect did not reach the listener: {}",
-            crate::mcp::http::request_error(&e)
+            crate::net::request_error(&e)
         )
     })?;
     Ok(())

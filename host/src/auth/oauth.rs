@@ -309,7 +309,7 @@ pub async fn post_with(
         AuthError::Loopback(format!(
             "POST to {}: {}",
             crate::text::shown(url),
-            crate::mcp::http::request_error(&e)
+            crate::net::request_error(&e)
         ))
     })?;
     let (status, _, body) = transfer(http, request).await?;
@@ -339,7 +339,7 @@ pub async fn transfer(
     let mut response = http
         .execute(request)
         .await
-        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?;
+        .map_err(|e| fail(crate::net::request_error(&e)))?;
     let status = response.status().as_u16();
     if response.status().is_redirection() {
         return Err(fail(format!(
@@ -350,7 +350,7 @@ pub async fn transfer(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?
+        .map_err(|e| fail(crate::net::request_error(&e)))?
     {
         if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
             return Err(fail(format!(
@@ -368,7 +368,7 @@ pub async fn send(
     request: oauth2::HttpRequest,
 ) -> Result<oauth2::HttpResponse, AuthError> {
     let request = reqwest::Request::try_from(request)
-        .map_err(|e| AuthError::Loopback(crate::mcp::http::request_error(&e)))?;
+        .map_err(|e| AuthError::Loopback(crate::net::request_error(&e)))?;
     let (status, headers, body) = transfer(http, request).await?;
     let mut response = oauth2::HttpResponse::new(body);
     *response.status_mut() = oauth2::http::StatusCode::from_u16(status)

@@ -529,7 +529,7 @@ fn print_timings(
                 ms(Some(t.total_ms)),
                 if t.ok { "" } else { " (failed)" },
                 ms(t.first_call_ms),
-                edgar_host::text::duration(edgar_host::tools::cache::now().saturating_sub(t.at))
+                edgar_host::text::duration(edgar_host::mcp::cache::now().saturating_sub(t.at))
             )?,
             None => writeln!(out, "{}\tnot measured yet (never discovered)", s.name)?,
         }
@@ -553,9 +553,9 @@ fn describe(state: &ServerState) -> (&'static str, Option<String>) {
         ServerState::Failed { reason, retry_at } => (
             "failed",
             Some(match retry_at {
-                Some(at) if *at > edgar_host::tools::cache::now() => format!(
+                Some(at) if *at > edgar_host::mcp::cache::now() => format!(
                     "{reason}; tried again in {} (or when named, or after `edgar mcp reset`)",
-                    edgar_host::text::duration(at - edgar_host::tools::cache::now())
+                    edgar_host::text::duration(at - edgar_host::mcp::cache::now())
                 ),
                 _ => reason.clone(),
             }),

@@ -10,8 +10,8 @@ use edgar_host::auth::keys::Keys;
 use edgar_host::auth::mcp::{Browser, McpAuth, Revoked};
 use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, Grant, Transport};
+use edgar_host::mcp::cache::{ToolCache, now};
 use edgar_host::paths;
-use edgar_host::tools::cache::{ToolCache, now};
 use serde_json::{Value, json};
 
 /// The configured credential store (`config.json`'s `credential_store`).

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use edgar_host::config::{Config, Hold, ProjectEntry, ServerSpec, Transport};
+use edgar_host::mcp::cache::{ToolCache, now};
 use edgar_host::mcp::client::Session;
 use edgar_host::paths;
-use edgar_host::tools::cache::{ToolCache, now};
 use edgar_host::trust::approval::Approvals;
 use edgar_host::trust::audit::AuditLog;
 use edgar_host::trust::pins::{self, LOCK_FILE, LockFile, LockedServer, PinFile, PinStore};

@@ -27,8 +27,8 @@ use crate::auth::mcp::{Browser, McpAuth};
 use crate::auth::store::Store;
 use crate::config::{Config, Held, Hold, ProtocolChoice, ServerSpec, Transport};
 use crate::guard::{Adapter, AdapterSource, Guard, SanitizedTool, ToolOutput};
+use crate::mcp::cache::{Entry, Era, Failure, Timings, ToolCache, ToolName, now};
 use crate::text::shown;
-use crate::tools::cache::{Entry, Era, Failure, Timings, ToolCache, ToolName, now};
 use crate::trust::audit::AuditLog;
 use crate::trust::pins::{PinStore, Quarantined};
 

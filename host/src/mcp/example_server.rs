@@ -33,7 +33,7 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
     loop {
         line.clear();
         // Capped like edgar's own reader: a longer line ends the session, it is not buffered.
-        let limit = super::stdio::MAX_MESSAGE_BYTES as u64;
+        let limit = super::protocol::MAX_MESSAGE_BYTES as u64;
         let n = (&mut input).take(limit + 1).read_line(&mut line)?;
         if n == 0 {
             return Ok(());

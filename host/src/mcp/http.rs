@@ -11,14 +11,11 @@
 //! events and streams are size-limited; the request deadline lives in the connection,
 //! whose `notifications/cancelled` aborts the request's stream here.
 
-mod challenge;
 pub mod event_stream;
 pub(crate) mod legacy;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,24 +26,9 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{AbortHandle, JoinSet};
 
-pub use challenge::Challenge;
+pub use crate::auth::bearer::{Authorizer, Challenge};
 
 use crate::auth::Secret;
-
-/// Supplies one server's bearer token and decides what a refusal means; implemented by
-/// the sign-in layer (`auth::mcp::McpAuth`). The transport never stores a token.
-pub trait Authorizer: Send + Sync + 'static {
-    /// The token to send now (refreshed first if it is about to expire), if any.
-    fn bearer(&self) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + '_>>;
-    /// The server answered `status` (401, or 403 with `insufficient_scope`) to a request
-    /// sent with `sent`: `true` when a new token makes a retry worthwhile.
-    fn refused<'a>(
-        &'a self,
-        status: u16,
-        challenge: Option<&'a Challenge>,
-        sent: Option<&'a Secret>,
-    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
-}
 
 /// Tries of one message when the server keeps refusing its token.
 const MAX_AUTH_RETRIES: usize = 3;
@@ -54,10 +36,9 @@ use wire::{Body, Reply};
 
 use super::connection::{Event, Link, Outbound};
 use super::protocol::Incoming;
-use crate::text::{shown, shown_message};
+use crate::text::shown;
 
-/// Largest JSON body or single event accepted from a server.
-pub const MAX_MESSAGE_BYTES: usize = super::stdio::MAX_MESSAGE_BYTES;
+pub use super::protocol::MAX_MESSAGE_BYTES;
 /// Most bytes read from one event stream before it is dropped (and resumed if it can be).
 pub const MAX_STREAM_BYTES: usize = 64 << 20;
 /// How often a stream that ends before its answer is resumed.
@@ -894,29 +875,5 @@ fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
 
 /// A connection failure, without the URL (it may carry a secret query).
 pub(crate) fn connect_error(e: &reqwest::Error) -> String {
-    format!("cannot reach it: {}", request_error(e))
-}
-
-/// What went wrong with an HTTP request, in one line: the kind and the root cause
-/// (`Connection refused`, a DNS failure, a TLS error), never the URL.
-pub(crate) fn request_error(e: &reqwest::Error) -> String {
-    let mut root: &dyn std::error::Error = e;
-    while let Some(s) = root.source() {
-        root = s;
-    }
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else if e.is_body() || e.is_decode() {
-        "the body broke off"
-    } else {
-        "the request failed"
-    };
-    let cause = root.to_string();
-    let cause = match e.url() {
-        Some(u) => cause.replace(u.as_str(), "the server"),
-        None => cause,
-    };
-    shown_message(&format!("{kind}: {cause}"))
+    format!("cannot reach it: {}", crate::net::request_error(e))
 }

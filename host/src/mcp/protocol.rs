@@ -41,6 +41,10 @@ const MAX_SUPPORTED: usize = 16;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 
+/// Largest JSON-RPC message read from a server (a stdio line, an HTTP body or event);
+/// longer fails the request, or on stdio the server.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
 /// Largest request or notification from a server that is decoded: they carry small
 /// things (a ping, a log line, an elicitation form). Only responses may be as large as a
 /// transport's message limit, and their `result` is kept as text, never built into a tree.

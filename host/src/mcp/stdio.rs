@@ -19,6 +19,7 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use super::connection::{Event, Link, Outbound};
+use super::protocol;
 use crate::text::shown;
 
 /// The variables of edgar's own environment a stdio server gets (besides its entry's
@@ -46,8 +47,6 @@ pub const INHERITED_ENV: &[&str] = &[
     "XDG_RUNTIME_DIR",
 ];
 
-/// Longest line (one JSON-RPC message) read from a server; longer fails the server.
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// Lines of stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
 /// Bytes of stderr kept for error messages.
@@ -336,10 +335,13 @@ async fn read_loop(
     let mut buf = Vec::with_capacity(8 << 10);
     let mut garbage = 0u64;
     let reason = loop {
-        match read_line_capped(&mut reader, &mut buf, MAX_MESSAGE_BYTES).await {
+        match read_line_capped(&mut reader, &mut buf, protocol::MAX_MESSAGE_BYTES).await {
             Err(e) => break format!("reading its stdout failed: {e}"),
             Ok(Line::TooLong) => {
-                break format!("it sent a message over the {MAX_MESSAGE_BYTES}-byte limit");
+                break format!(
+                    "it sent a message over the {}-byte limit",
+                    protocol::MAX_MESSAGE_BYTES
+                );
             }
             Ok(Line::Eof) => {
                 // Give the exit status and the last stderr lines a moment to arrive.

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::mcp::cache::ToolName;
 use crate::mcp::client::Session;
-use crate::tools::cache::ToolName;
 use crate::tools::search::schema_json;
 use crate::tools::search_tool::{ToolSearch, definition};
 

@@ -61,14 +61,14 @@ async fn get_json(http: &reqwest::Client, url: &Url) -> Result<Option<Value>, Au
     let mut response = http
         .get(url.clone())
         .header("accept", "application/json")
-        .header("mcp-protocol-version", crate::mcp::PROTOCOL[0])
+        .header("mcp-protocol-version", crate::mcp::protocol::PROTOCOL[0])
         .send()
         .await
         .map_err(|e| {
             fail(format!(
                 "GET {}: {}",
                 shown(url.as_str()),
-                crate::mcp::http::request_error(&e)
+                crate::net::request_error(&e)
             ))
         })?;
     let status = response.status();
@@ -87,7 +87,7 @@ async fn get_json(http: &reqwest::Client, url: &Url) -> Result<Option<Value>, Au
         fail(format!(
             "GET {}: {}",
             shown(url.as_str()),
-            crate::mcp::http::request_error(&e)
+            crate::net::request_error(&e)
         ))
     })? {
         if body.len() + c.len() > MAX_TOKEN_RESPONSE_BYTES {

@@ -43,13 +43,13 @@ pub async fn register(
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?;
+        .map_err(|e| fail(crate::net::request_error(&e)))?;
     let status = response.status();
     let mut bytes = Vec::new();
     while let Some(c) = response
         .chunk()
         .await
-        .map_err(|e| fail(crate::mcp::http::request_error(&e)))?
+        .map_err(|e| fail(crate::net::request_error(&e)))?
     {
         if bytes.len() + c.len() > MAX_TOKEN_RESPONSE_BYTES {
             return Err(fail("the answer is larger than 1 MiB".into()));

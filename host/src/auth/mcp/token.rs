@@ -262,7 +262,7 @@ fn assertion(
     };
     let audience = client.issuer.as_deref().unwrap_or(endpoint);
     let jwt = key
-        .assertion(&client.id, audience, crate::tools::cache::now())
+        .assertion(&client.id, audience, crate::clock::now())
         .map_err(Refusal::Failed)?;
     Ok(vec![
         ("client_assertion_type", ASSERTION_TYPE.to_owned()),
@@ -333,7 +333,7 @@ fn credentials(
             shown(answer.token_type().as_ref())
         ))));
     }
-    let now = crate::tools::cache::now();
+    let now = crate::clock::now();
     Ok(Credentials {
         obtained_at: Some(now),
         access_token: answer.access_token().secret().clone(),

@@ -7,7 +7,7 @@
 //! many servers for the prompt reads kilobytes, not every schema.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -137,7 +137,7 @@ pub struct Failure {
     pub needs_login: bool,
     /// What the server's `WWW-Authenticate` asked for, kept for `edgar mcp login`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub challenge: Option<crate::mcp::http::Challenge>,
+    pub challenge: Option<crate::auth::bearer::Challenge>,
 }
 
 /// The cache directory for one session; `None` disables caching.
@@ -465,13 +465,7 @@ fn remove_indexes(dir: &Path) {
     }
 }
 
-/// Seconds since the epoch.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::clock::now;
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
     use std::io::Read;

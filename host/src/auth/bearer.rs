@@ -1,8 +1,31 @@
-//! The `Bearer` challenge of a `WWW-Authenticate` header (RFC 6750 §3, RFC 9110 §11.6.1):
-//! what a 401 or 403 says about signing in. Parameters come in any order, quoted or
-//! bare; other schemes in the same header are skipped.
+//! What an HTTP transport asks of sign-in: an [`Authorizer`] that supplies a bearer
+//! token and decides what a refusal means, and the `Bearer` [`Challenge`] of a
+//! `WWW-Authenticate` header (RFC 6750 §3, RFC 9110 §11.6.1) that comes with a refusal.
+//! Parameters come in any order, quoted or bare; other schemes in the same header are
+//! skipped. Sign-in implements the first (`auth::mcp::McpAuth`); the transports only
+//! call it, so sign-in never depends on them.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
+
+use super::Secret;
+
+/// Supplies one server's bearer token and decides what a refusal means; implemented by
+/// the sign-in layer (`auth::mcp::McpAuth`). The transport never stores a token.
+pub trait Authorizer: Send + Sync + 'static {
+    /// The token to send now (refreshed first if it is about to expire), if any.
+    fn bearer(&self) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + '_>>;
+    /// The server answered `status` (401, or 403 with `insufficient_scope`) to a request
+    /// sent with `sent`: `true` when a new token makes a retry worthwhile.
+    fn refused<'a>(
+        &'a self,
+        status: u16,
+        challenge: Option<&'a Challenge>,
+        sent: Option<&'a Secret>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+}
 
 /// What the server's challenge asks for. Nothing here is secret.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
