@@ -45,6 +45,7 @@ async fn main() {
         tool_policy: Default::default(),
         elicitation_defaults: false,
         protocol: Default::default(),
+        task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
     };
     let config = Config {
         servers: vec![spec],

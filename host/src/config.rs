@@ -26,6 +26,8 @@ pub use expand::expand;
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time for one tool call.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default time for a call the server runs as a task (MCP tasks extension).
+pub const DEFAULT_TASK_DEADLINE: Duration = Duration::from_secs(3600);
 /// Largest config file read.
 const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
@@ -102,6 +104,9 @@ pub struct ServerSpec {
     pub elicitation_defaults: bool,
     /// `"protocol"`: which protocol era to speak (found out by default).
     pub protocol: ProtocolChoice,
+    /// `task_deadline_sec`: the longest a call the server runs as a task is followed
+    /// (each poll has `tool_timeout`); then the task is cancelled at the server.
+    pub task_deadline: Duration,
 }
 
 /// A server's protocol era: probed once and remembered (`auto`), or fixed by the
@@ -635,6 +640,7 @@ impl ServerSpec {
             tool_policy: ToolPolicy::default(),
             elicitation_defaults: false,
             protocol: ProtocolChoice::Auto,
+            task_deadline: DEFAULT_TASK_DEADLINE,
         }
     }
 }
@@ -857,6 +863,7 @@ fn parse_server(
         transport,
         startup_timeout: seconds(e, "startup_timeout_sec")?.unwrap_or(DEFAULT_STARTUP_TIMEOUT),
         tool_timeout: seconds(e, "tool_timeout_sec")?.unwrap_or(DEFAULT_TOOL_TIMEOUT),
+        task_deadline: seconds(e, "task_deadline_sec")?.unwrap_or(DEFAULT_TASK_DEADLINE),
         enabled_tools: e
             .contains_key("enabled_tools")
             .then(|| strings(e, "enabled_tools"))

@@ -15,6 +15,7 @@ pub mod http;
 pub(crate) mod input;
 pub mod protocol;
 pub(crate) mod stdio;
+pub(crate) mod task;
 
 use std::time::Duration;
 

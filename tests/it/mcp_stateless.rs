@@ -319,3 +319,86 @@ async fn a_subscription_brings_a_changed_tool_list() {
     assert!(seen.iter().any(|m| m == "subscriptions/listen"), "{seen:?}");
     assert!(procs_with_tag(&t).is_empty());
 }
+
+/// A session on the stateless fake with a one-second tool timeout and `deadline` for tasks.
+fn task_session(dir: &Path, log: &Path, t: &str, deadline: Duration) -> Session {
+    let mut spec = recorded("st", log, &[STATELESS], t);
+    spec.tool_timeout = Duration::from_secs(1);
+    spec.task_deadline = deadline;
+    session(dir, vec![spec], true)
+}
+
+#[tokio::test]
+async fn tasks_are_followed_to_their_end() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("tasks");
+    let s = task_session(dir.path(), &log, &t, Duration::from_secs(30));
+    // Twelve polls of at least 100 ms: the task outlasts the one-second tool timeout,
+    // which bounds each poll, not the task.
+    let started = std::time::Instant::now();
+    assert_eq!(echo(&s, "st__slow_task").await.as_deref(), Ok("slow done"));
+    assert!(started.elapsed() > Duration::from_secs(1));
+    assert_eq!(
+        echo(&s, "st__asking_task").await.as_deref(),
+        Ok("built for Grace")
+    );
+    let failed = echo(&s, "st__failing_task").await.err().unwrap_or_default();
+    assert!(failed.contains("the build broke"), "{failed}");
+    s.close().await;
+    let seen = methods(&log);
+    let gets = seen.iter().filter(|m| *m == "tasks/get").count();
+    // Twelve for the slow task, two for the asking one, one for the failing one.
+    assert!(gets >= 15, "{seen:?}");
+    assert_eq!(seen.iter().filter(|m| *m == "tasks/update").count(), 1);
+    // Nothing was still running at close: nothing to cancel.
+    assert!(!seen.iter().any(|m| m == "tasks/cancel"), "{seen:?}");
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[tokio::test]
+async fn a_task_past_its_deadline_is_cancelled_at_the_server() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("deadline");
+    let s = task_session(dir.path(), &log, &t, Duration::from_millis(1500));
+    let e = echo(&s, "st__endless_task").await.err().unwrap_or_default();
+    assert!(e.contains("its deadline; cancelled"), "{e}");
+    s.close().await;
+    let seen = methods(&log);
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("tasks/cancel"),
+        "{seen:?}"
+    );
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[tokio::test]
+async fn closing_the_session_cancels_a_task_in_flight() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("close-task");
+    let s = Arc::new(task_session(
+        dir.path(),
+        &log,
+        &t,
+        Duration::from_secs(3600),
+    ));
+    let call = {
+        let s = s.clone();
+        tokio::spawn(async move { echo(&s, "st__endless_task").await })
+    };
+    for _ in 0..50 {
+        if methods(&log).iter().any(|m| m == "tasks/get") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What Ctrl-C does in `edgar mcp call`: the call is dropped, the session closed.
+    call.abort();
+    s.close().await;
+    let seen = methods(&log);
+    assert!(seen.iter().any(|m| m == "tasks/cancel"), "{seen:?}");
+    assert!(procs_with_tag(&t).is_empty());
+}

@@ -46,6 +46,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         tool_policy: Default::default(),
         elicitation_defaults: false,
         protocol: Default::default(),
+        task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
     }
 }
 

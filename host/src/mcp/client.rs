@@ -23,6 +23,7 @@ use super::http::legacy::Legacy;
 use super::input;
 use super::protocol::{MODERN, PROTOCOL};
 use super::stdio::{Spawn, Stdio};
+use super::task::{self, Tasks};
 use crate::auth::mcp::{Browser, McpAuth};
 use crate::auth::store::Store;
 use crate::config::{Config, Held, Hold, ProtocolChoice, ServerSpec, Transport};
@@ -243,6 +244,8 @@ struct Running {
     tools: RwLock<Arc<Vec<SanitizedTool>>>,
     /// Whether a tool call has gone to it (the first one's latency is recorded).
     called: std::sync::atomic::AtomicBool,
+    /// Tasks being followed, cancelled at the server when the session closes.
+    tasks: Tasks,
 }
 
 enum TransportHandle {
@@ -877,6 +880,20 @@ impl SessionInner {
             })
             .await?
         };
+        // The tasks extension: the server runs the call as a task; follow it to its end.
+        let text = if conn.modern_version().is_some() && task::is_task(text.get()) {
+            let follow = task::Follow {
+                server: tool.server(),
+                conn,
+                handler: &self.opts.handler,
+                tasks: &running.tasks,
+                poll_timeout: timeout,
+                deadline: server.spec.task_deadline,
+            };
+            follow.run(text.get()).await?
+        } else {
+            text
+        };
         if !running.called.swap(true, Ordering::Relaxed) {
             self.note_first_call(&server.spec, sent.elapsed());
         }
@@ -1213,6 +1230,7 @@ impl SessionInner {
             transport: AsyncMutex::new(transport),
             tools: RwLock::new(Arc::new(entry.tools)),
             called: std::sync::atomic::AtomicBool::new(false),
+            tasks: Tasks::default(),
         }))
     }
 
@@ -1492,6 +1510,7 @@ impl SessionInner {
         let closes = self.servers.iter().map(|s| async move {
             let mut state = s.state.lock().await;
             if let State::Running(r) = std::mem::replace(&mut *state, State::Idle) {
+                r.tasks.cancel_all(&r.conn).await;
                 r.transport.lock().await.close().await;
             }
         });

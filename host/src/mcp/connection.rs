@@ -178,6 +178,8 @@ pub trait ClientHandler: Send + Sync + 'static {
     fn sample(&self, _server: &str, _params: &Value) -> Option<Value> {
         None
     }
+    /// A long-running call's progress (a task's status message), for a human to see.
+    fn progress(&self, _server: &str, _message: &str) {}
 }
 
 /// The default handler: declines everything optional.

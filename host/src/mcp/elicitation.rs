@@ -41,6 +41,13 @@ impl ClientHandler for AskHuman {
         true
     }
 
+    /// A task's status, one line on the terminal (nothing elsewhere: stderr may be a log).
+    fn progress(&self, server: &str, message: &str) {
+        if self.terminal {
+            eprintln!("{server}: {message}");
+        }
+    }
+
     fn elicit(&self, server: &str, params: &Value) -> Option<Value> {
         let proposal = defaults_answer(params);
         let accepts = proposal["action"] == "accept";

@@ -38,7 +38,7 @@ impl Hello {
     /// inside a tool call's input requests, which edgar declines.
     fn capabilities(&self, stateless: bool) -> Value {
         let mut c = if stateless {
-            json!({})
+            json!({"extensions": {super::task::EXTENSION: {}}})
         } else {
             json!({"roots": {"listChanged": false}})
         };

@@ -48,8 +48,8 @@ struct Asked {
 #[derive(Debug)]
 pub(crate) struct InputRequired {
     /// Key, method, params.
-    requests: Vec<(String, String, Value)>,
-    state: Option<String>,
+    pub requests: Vec<(String, String, Value)>,
+    pub state: Option<String>,
 }
 
 /// The server's request for input in `result`, or `None` for an ordinary result (a
@@ -62,7 +62,8 @@ pub(crate) fn required(server: &str, result: &str) -> Result<Option<InputRequire
     let kind = serde_json::from_str::<Kind<'_>>(result)
         .map_err(|e| bad(format!("its result does not decode ({e})")))?;
     match kind.result_type {
-        None | Some("complete") => return Ok(None),
+        // A task handle is followed by the caller (`task`).
+        None | Some("complete") | Some("task") => return Ok(None),
         Some("input_required") => {}
         Some(other) => {
             return Err(bad(format!(
@@ -157,7 +158,7 @@ where
 /// Elicitation goes to the harness's handler (on a blocking thread: it may ask a
 /// human); sampling too, where the harness provides it; roots are not offered in this
 /// era.
-async fn answer(
+pub(crate) async fn answer(
     server: &str,
     handler: &Arc<dyn ClientHandler>,
     requests: Vec<(String, String, Value)>,

@@ -7,8 +7,10 @@
 //! echoed state); `ask_url` (a URL-mode elicitation); `wait_state` (a leg with state
 //! only); `nag` (asks for ever); `huge_state` (a 10 MB `requestState`); `sample` (asks
 //! for a model completion); `change` (adds `added_later` to the tools and says so on the
-//! client's `subscriptions/listen`, if it opened one). With `FAKE_LOG=path`, every line
-//! received is appended there.
+//! client's `subscriptions/listen`, if it opened one). Run as tasks (when the client
+//! declares the tasks extension): `slow_task` (done after twelve polls, 1.2 s at least), `endless_task`
+//! (never done), `asking_task` (needs a name mid-flight), `failing_task`. With
+//! `FAKE_LOG=path`, every line received is appended there.
 
 use std::io::{BufRead, Write};
 
@@ -23,6 +25,9 @@ fn main() {
     let mut input = std::io::stdin().lock();
     let mut listening: Option<Value> = None;
     let mut changed = false;
+    // Task id -> (tool, polls so far, the name given mid-flight).
+    let mut tasks: std::collections::HashMap<String, (String, u32, Option<String>)> =
+        Default::default();
     loop {
         line.clear();
         if input.read_line(&mut line).unwrap_or(0) == 0 {
@@ -74,6 +79,74 @@ fn main() {
                 }
                 continue;
             }
+            "tools/call"
+                if params["name"].as_str().is_some_and(|n| n.ends_with("_task"))
+                    && !params["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"]
+                        ["io.modelcontextprotocol/tasks"]
+                        .is_null() =>
+            {
+                let id = format!("task-{}", tasks.len() + 1);
+                let tool = params["name"].as_str().unwrap_or_default().to_owned();
+                tasks.insert(id.clone(), (tool, 0, None));
+                let mut created = task_state(&id, "working", None);
+                created["resultType"] = json!("task");
+                created
+            }
+            "tasks/get" => {
+                let id = params["taskId"].as_str().unwrap_or_default().to_owned();
+                match tasks.get_mut(&id) {
+                    Some((tool, polls, name)) => {
+                        *polls += 1;
+                        match (tool.as_str(), *polls, name.as_deref()) {
+                            ("slow_task", p, _) if p >= 12 => {
+                                task_state(&id, "completed", Some(("result", text("slow done"))))
+                            }
+                            ("failing_task", _, _) => task_state(
+                                &id,
+                                "failed",
+                                Some(("error", json!({"code": -32000, "message": "the build broke"}))),
+                            ),
+                            ("asking_task", _, Some(n)) => task_state(
+                                &id,
+                                "completed",
+                                Some(("result", text(&format!("built for {n}")))),
+                            ),
+                            ("asking_task", _, None) => task_state(
+                                &id,
+                                "input_required",
+                                Some((
+                                    "inputRequests",
+                                    json!({"who": {"method": "elicitation/create", "params": {"mode": "form",
+                                        "message": "For whom?", "requestedSchema": {"type": "object",
+                                        "properties": {"name": {"type": "string"}}}}}}),
+                                )),
+                            ),
+                            (_, p, _) => {
+                                let mut s = task_state(&id, "working", None);
+                                s["statusMessage"] = json!(format!("step {p}"));
+                                s
+                            }
+                        }
+                    }
+                    None => {
+                        send(
+                            &mut out,
+                            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "no such task"}}),
+                        );
+                        continue;
+                    }
+                }
+            }
+            "tasks/update" => {
+                let id = params["taskId"].as_str().unwrap_or_default();
+                if let Some(t) = tasks.get_mut(id) {
+                    t.2 = params["inputResponses"]["who"]["content"]["name"]
+                        .as_str()
+                        .map(str::to_owned);
+                }
+                json!({"resultType": "complete"})
+            }
+            "tasks/cancel" => json!({"resultType": "complete"}),
             "tools/call" if params["name"] == "change" => {
                 changed = true;
                 if let Some(sub) = &listening {
@@ -95,6 +168,10 @@ fn main() {
                     "huge_state",
                     "sample",
                     "change",
+                    "slow_task",
+                    "endless_task",
+                    "asking_task",
+                    "failing_task",
                 ];
                 if changed {
                     names.push("added_later");
@@ -169,6 +246,16 @@ fn call(params: &Value) -> Value {
             "inputRequests": {"q": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}}}}),
         _ => text(params["arguments"]["text"].as_str().unwrap_or("")),
     }
+}
+
+fn task_state(id: &str, status: &str, extra: Option<(&str, Value)>) -> Value {
+    let mut s = json!({"resultType": "complete", "taskId": id, "status": status,
+        "createdAt": "2026-12-03T00:00:00Z", "lastUpdatedAt": "2026-12-03T00:00:00Z",
+        "ttlMs": 60000, "pollIntervalMs": 100});
+    if let Some((k, v)) = extra {
+        s[k] = v;
+    }
+    s
 }
 
 fn text(t: &str) -> Value {
