@@ -162,6 +162,7 @@ fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
             protocol_version: "2025-06-18".into(),
             server_info: serde_json::Value::Null,
             fetched_at: 0,
+            fresh_until_ms: None,
         };
         cache
             .write(spec, BUILTIN_DIGEST, &entry)

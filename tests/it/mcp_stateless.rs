@@ -402,3 +402,29 @@ async fn closing_the_session_cancels_a_task_in_flight() {
     assert!(seen.iter().any(|m| m == "tasks/cancel"), "{seen:?}");
     assert!(procs_with_tag(&t).is_empty());
 }
+
+#[tokio::test]
+async fn a_tool_list_the_server_says_is_fresh_is_not_fetched_again() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    let t = tag("ttl");
+    let fresh = || {
+        let mut s = recorded("st", &log, &[STATELESS], &t);
+        if let edgar_host::config::Transport::Stdio { env, .. } = &mut s.transport {
+            env.insert("FAKE_TTL_MS".into(), "600000".into());
+        }
+        s
+    };
+    let s = session(dir.path(), vec![fresh()], false);
+    assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    let _ = std::fs::remove_file(&log);
+    // Ten minutes of freshness: the next cold start goes straight to the call.
+    let s = session(dir.path(), vec![fresh()], false);
+    assert_eq!(echo(&s, "st__echo").await.as_deref(), Ok("hi"));
+    s.close().await;
+    let mut seen = methods(&log);
+    seen.retain(|m| m != "subscriptions/listen");
+    assert_eq!(seen, ["tools/call"]);
+    assert!(procs_with_tag(&t).is_empty());
+}

@@ -34,6 +34,9 @@ pub struct Entry {
     pub protocol_version: String,
     pub server_info: Value,
     pub fetched_at: u64,
+    /// Until when (Unix milliseconds) the server said its list stays fresh (`ttlMs`,
+    /// stateless era): while it does, starting the server skips `tools/list`.
+    pub fresh_until_ms: Option<u64>,
 }
 
 /// A tool's names, for the prompt: what the model calls and the server's own name.
@@ -51,6 +54,8 @@ struct EntryOut<'a> {
     protocol_version: &'a str,
     server_info: &'a Value,
     fetched_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fresh_until_ms: Option<u64>,
     refused: &'a [String],
     quarantined: &'a [Quarantined],
     tools: &'a [SanitizedTool],
@@ -63,6 +68,8 @@ struct EntryIn {
     #[serde(default)]
     server_info: Value,
     fetched_at: u64,
+    #[serde(default)]
+    fresh_until_ms: Option<u64>,
     #[serde(default)]
     refused: Vec<String>,
     #[serde(default)]
@@ -203,6 +210,7 @@ impl ToolCache {
                 protocol_version: entry.protocol_version,
                 server_info: entry.server_info,
                 fetched_at: entry.fetched_at,
+                fresh_until_ms: entry.fresh_until_ms,
             }),
             Err(e) => {
                 tracing::warn!(
@@ -243,6 +251,7 @@ impl ToolCache {
             protocol_version: &entry.protocol_version,
             server_info: &entry.server_info,
             fetched_at: entry.fetched_at,
+            fresh_until_ms: entry.fresh_until_ms,
             refused: &entry.refused,
             quarantined: &entry.quarantined,
             tools: &entry.tools,

@@ -51,6 +51,8 @@ pub const FAILURE_COOLDOWN: Duration = Duration::from_secs(10 * 60);
 /// Least time between two refreshes after `notifications/tools/list_changed`: a server
 /// that says so in a loop gets one refresh a second, not one per message.
 const LIST_CHANGED_MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest a server's `ttlMs` keeps its cached list fresh.
+const MAX_FRESH_MS: u64 = 86_400_000;
 /// How long one `subscriptions/listen` may stay open: as long as the session, in effect.
 const LISTEN_FOR: Duration = Duration::from_secs(365 * 86_400);
 /// Subscriptions opened for one connection before edgar stops asking, and the wait
@@ -1179,8 +1181,18 @@ impl SessionInner {
             let (adapter, era) = tokio::join!(self.adapter(server), self.negotiate(spec, &conn));
             let (adapter, era) = (adapter?, era?);
             timings.initialize_ms = Some(ms(phase));
+            // A stateless server's list that it said is still fresh (`ttlMs`) is used as
+            // cached: no `tools/list`, no guard work, nothing written.
+            let modern = conn.modern_version().is_some();
+            if modern
+                && let Some(entry) = self.cache.read(spec, &digest)
+                && entry.fresh_until_ms.is_some_and(|t| t > now_ms())
+            {
+                tracing::debug!(server = name, "its tool list is still fresh");
+                return Ok::<_, McpError>((era, entry, true));
+            }
             let phase = std::time::Instant::now();
-            let raw = list_tools(name, &conn, spec.startup_timeout).await?;
+            let (raw, ttl_ms) = list_tools(name, &conn, spec.startup_timeout).await?;
             timings.list_ms = Some(ms(phase));
             let phase = std::time::Instant::now();
             let (tools, refused) = guard_tools(&adapter, spec, raw).await?;
@@ -1191,7 +1203,16 @@ impl SessionInner {
                 tools,
             )?;
             timings.guard_ms = Some(ms(phase));
-            Ok::<_, McpError>((era, tools, refused, quarantined))
+            let entry = Entry {
+                tools,
+                refused,
+                quarantined,
+                protocol_version: era.version.clone(),
+                server_info: era.server_info.clone(),
+                fetched_at: now(),
+                fresh_until_ms: fresh_until(modern, ttl_ms),
+            };
+            Ok::<_, McpError>((era, entry, false))
         };
         let outcome = tokio::time::timeout(spec.startup_timeout, handshake).await;
         timings.total_ms = ms(started);
@@ -1205,7 +1226,7 @@ impl SessionInner {
                 timeout: spec.startup_timeout,
             }),
         };
-        let (era, tools, refused, quarantined) = match outcome {
+        let (_, entry, cached) = match outcome {
             Ok(v) => v,
             Err(e) => {
                 let tail = transport.stderr_tail();
@@ -1213,16 +1234,8 @@ impl SessionInner {
                 return Err(with_tail(e, &tail));
             }
         };
-        server.set_quarantined(quarantined.clone());
-        let entry = Entry {
-            tools,
-            refused,
-            quarantined,
-            protocol_version: era.version,
-            server_info: era.server_info,
-            fetched_at: now(),
-        };
-        if let Err(e) = self.cache.write(spec, &digest, &entry) {
+        server.set_quarantined(entry.quarantined.clone());
+        if !cached && let Err(e) = self.cache.write(spec, &digest, &entry) {
             tracing::debug!(server = name, "cannot write the discovery cache: {e}");
         }
         Ok(Arc::new(Running {
@@ -1452,9 +1465,15 @@ impl SessionInner {
                     Ok(Ok(a)) => a,
                     _ => continue,
                 };
+                // The notification makes a list still fresh by its TTL stale at once.
+                let modern = running.conn.modern_version().is_some();
+                let mut ttl_ms = 0;
                 let refreshed =
                     match list_tools(&spec.name, &running.conn, spec.startup_timeout).await {
-                        Ok(raw) => guard_tools(&adapter, &spec, raw).await,
+                        Ok((raw, ttl)) => {
+                            ttl_ms = ttl;
+                            guard_tools(&adapter, &spec, raw).await
+                        }
                         Err(e) => Err(e),
                     };
                 let refreshed = refreshed.and_then(|(tools, refused)| {
@@ -1485,6 +1504,7 @@ impl SessionInner {
                                     .unwrap_or_default(),
                                 server_info: Value::Null,
                                 fetched_at: now(),
+                                fresh_until_ms: fresh_until(modern, ttl_ms),
                             };
                             let _ = cache.write(&spec, d, &entry);
                         }
@@ -1574,14 +1594,30 @@ struct Page<'a> {
     tools: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, rename = "nextCursor")]
     next_cursor: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<f64>,
 }
 
-/// `tools/list`, following `nextCursor` up to [`MAX_PAGES`]; each tool as JSON text.
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Until when a stateless server's list stays fresh: its `ttlMs` from now (capped at a
+/// day); `None` for a handshake server, or a TTL of 0 (stale at once).
+fn fresh_until(modern: bool, ttl_ms: u64) -> Option<u64> {
+    (modern && ttl_ms > 0).then(|| now_ms().saturating_add(ttl_ms.min(MAX_FRESH_MS)))
+}
+
+/// `tools/list`, following `nextCursor` up to [`MAX_PAGES`]; each tool as JSON text, and
+/// the shortest `ttlMs` of its pages (0 where a page has none, as the spec says).
 async fn list_tools(
     server: &str,
     conn: &Connection,
     timeout: Duration,
-) -> Result<Vec<String>, McpError> {
+) -> Result<(Vec<String>, u64), McpError> {
     let bad = |reason: String| McpError::Protocol {
         server: server.to_owned(),
         reason,
@@ -1590,6 +1626,7 @@ async fn list_tools(
     let mut bytes = 0;
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
+    let mut ttl_ms = u64::MAX;
     for _ in 0..MAX_PAGES {
         let params = cursor
             .as_ref()
@@ -1602,6 +1639,11 @@ async fn list_tools(
         let Some(tools) = page.tools else {
             return Err(bad("its tools/list result has no tools list".into()));
         };
+        let page_ttl = page
+            .ttl_ms
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .map_or(0, |t| t as u64);
+        ttl_ms = ttl_ms.min(page_ttl);
         let room = MAX_TOOLS_PER_SERVER - raw.len();
         let tools = super::protocol::elements(tools.get(), room).map_err(|e| {
             bad(if e.starts_with("holds more than") {
@@ -1630,7 +1672,7 @@ async fn list_tools(
                 }
                 cursor = Some(c);
             }
-            _ => return Ok(raw),
+            _ => return Ok((raw, ttl_ms)),
         }
     }
     Err(bad(format!(

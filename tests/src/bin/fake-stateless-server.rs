@@ -10,7 +10,8 @@
 //! client's `subscriptions/listen`, if it opened one). Run as tasks (when the client
 //! declares the tasks extension): `slow_task` (done after twelve polls, 1.2 s at least), `endless_task`
 //! (never done), `asking_task` (needs a name mid-flight), `failing_task`. With
-//! `FAKE_LOG=path`, every line received is appended there.
+//! `FAKE_LOG=path`, every line received is appended there; `FAKE_TTL_MS` is the
+//! `ttlMs` of its tool list (0, stale at once, by default).
 
 use std::io::{BufRead, Write};
 
@@ -183,7 +184,11 @@ fn main() {
                     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
                     })
                     .collect();
-                json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
+                let ttl: u64 = std::env::var("FAKE_TTL_MS")
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0);
+                json!({"resultType": "complete", "tools": tools, "ttlMs": ttl, "cacheScope": "public"})
             }
             "tools/call" => call(params),
             _ => {
