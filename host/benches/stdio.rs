@@ -1,7 +1,8 @@
 //! Stdio round trips against the same server (edgar's embedded example server, tool
 //! `current_time`): edgar's session (argument validation, the call, the result through
 //! the wasm guard) next to a client built on `rmcp`, the official Rust SDK.
-//! Sequential latency and concurrent throughput. Prints a Markdown table.
+//! Sequential latency and concurrent throughput, edgar in each protocol era (the example
+//! server speaks both). Prints a Markdown table.
 //!
 //! Run with `cargo bench -p edgar-host --bench stdio`.
 
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgar_host::config::{Config, ServerSpec, Transport};
+use edgar_host::config::{Config, ProtocolChoice, ServerSpec, Transport};
 use edgar_host::guard::AdapterSource;
 use edgar_host::mcp::client::{Session, SessionOptions};
 use rmcp::ServiceExt;
@@ -22,9 +23,9 @@ const SEQUENTIAL: usize = 2000;
 const TASKS: usize = 8;
 const PER_TASK: usize = 500;
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+/// edgar's session against the example server in one protocol era: (sequential,
+/// concurrent) wall time.
+async fn edgar(dir: &std::path::Path, protocol: ProtocolChoice) -> (Duration, Duration) {
     let spec = ServerSpec {
         name: "bench".into(),
         transport: Transport::Stdio {
@@ -44,7 +45,7 @@ async fn main() {
         project: None,
         tool_policy: Default::default(),
         elicitation_defaults: false,
-        protocol: Default::default(),
+        protocol,
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
     };
     let config = Config {
@@ -55,7 +56,7 @@ async fn main() {
     };
     let session = Arc::new(Session::new(
         &config,
-        SessionOptions::new(dir.path().to_owned(), None),
+        SessionOptions::new(dir.to_owned(), None),
     ));
     session
         .call("bench__current_time", serde_json::json!({}))
@@ -69,7 +70,7 @@ async fn main() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let edgar_seq = t.elapsed();
+    let seq = t.elapsed();
     let t = Instant::now();
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
@@ -86,11 +87,20 @@ async fn main() {
     for task in tasks {
         task.await.unwrap_or_else(|e| panic!("{e}"));
     }
-    let edgar_conc = t.elapsed();
+    let conc = t.elapsed();
     session.close().await;
+    (seq, conc)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let handshake = edgar(dir.path(), ProtocolChoice::Handshake).await;
+    let stateless = edgar(dir.path(), ProtocolChoice::Stateless).await;
 
     let mut cmd = tokio::process::Command::new(EDGAR);
     cmd.args(["mcp", "example-server"]).current_dir(dir.path());
+    // rmcp's client speaks whichever era its default negotiation picks.
     let client = Arc::new(
         ().serve(TokioChildProcess::new(cmd).unwrap_or_else(|e| panic!("{e}")))
             .await
@@ -131,11 +141,13 @@ async fn main() {
     let rate = |d: Duration| (TASKS * PER_TASK) as f64 / d.as_secs_f64();
     println!("| stdio `tools/call` | sequential latency | concurrent ({TASKS} tasks) calls/s |");
     println!("|---|---|---|");
-    println!(
-        "| edgar session (validate + call + wasm guard) | {:.1} µs | {:.0} |",
-        lat(edgar_seq),
-        rate(edgar_conc)
-    );
+    for (era, (seq, conc)) in [("handshake", handshake), ("stateless", stateless)] {
+        println!(
+            "| edgar session, {era} era (validate + call + wasm guard) | {:.1} µs | {:.0} |",
+            lat(seq),
+            rate(conc)
+        );
+    }
     println!(
         "| rmcp 3.11 client | {:.1} µs | {:.0} |",
         lat(rmcp_seq),

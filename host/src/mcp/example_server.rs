@@ -3,7 +3,10 @@
 //! the configured server when no config file exists, so a fresh install has something
 //! real to discover and call.
 //!
-//! It is deliberately small and synchronous: one request at a time, std I/O only.
+//! It is deliberately small and synchronous: one request at a time, std I/O only. It
+//! speaks both protocol eras: a request whose `_meta` names a stateless version is
+//! answered as that era (`server/discover`, `resultType`, `ttlMs`), anything else after
+//! the `initialize` handshake.
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -11,7 +14,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::protocol::{self, Incoming, METHOD_NOT_FOUND, PROTOCOL};
+use super::protocol::{self, Incoming, METHOD_NOT_FOUND, MODERN, PROTOCOL};
+
+/// How long its (fixed) tool list stays fresh for a stateless client: an hour, so an
+/// upgraded edgar's tools are seen within one.
+const LIST_TTL_MS: u64 = 3_600_000;
 
 /// Largest file `read_file` returns in one call.
 const MAX_READ_BYTES: usize = 256 << 10;
@@ -50,6 +57,11 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
             if let Incoming::Request { id, method, params } = m {
                 let reply = match handle(&root, &method, &params) {
                     Ok(result) => protocol::response(&id, result),
+                    Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, requested)) => {
+                        let mut supported: Vec<&str> = MODERN.to_vec();
+                        supported.extend_from_slice(PROTOCOL);
+                        protocol::unsupported_version(&id, &requested, &supported)
+                    }
                     Err((code, msg)) => protocol::error_response(&id, code, &msg),
                 };
                 stdout.write_all(&reply)?;
@@ -63,7 +75,47 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
 type Reply = Result<Value, (i64, String)>;
 
 fn handle(root: &Path, method: &str, params: &Value) -> Reply {
+    let stateless = params
+        .get("_meta")
+        .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
+        .and_then(Value::as_str);
+    let Some(version) = stateless else {
+        return handle_era(root, method, params, false);
+    };
+    if !MODERN.contains(&version) {
+        // The version asked for travels as the message; `serve` words the answer.
+        return Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, version.to_owned()));
+    }
+    let mut result = handle_era(root, method, params, true)?;
+    if let Some(r) = result.as_object_mut() {
+        r.insert("resultType".into(), json!("complete"));
+    }
+    Ok(result)
+}
+
+fn server_info() -> Value {
+    json!({"name": "edgar-workspace", "version": env!("CARGO_PKG_VERSION")})
+}
+
+const INSTRUCTIONS: &str =
+    "Read-only access to the files under the working directory, and the current time.";
+
+fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Reply {
     match method {
+        "server/discover" if stateless => {
+            let mut supported: Vec<&str> = MODERN.to_vec();
+            supported.extend_from_slice(PROTOCOL);
+            Ok(json!({
+                "supportedVersions": supported,
+                "capabilities": {"tools": {}},
+                "instructions": INSTRUCTIONS,
+                "_meta": {(protocol::META_SERVER_INFO): server_info()},
+                "ttlMs": LIST_TTL_MS, "cacheScope": "public",
+            }))
+        }
+        "tools/list" if stateless => Ok(json!({
+            "tools": tools(), "ttlMs": LIST_TTL_MS, "cacheScope": "public",
+        })),
         "initialize" => {
             let asked = params
                 .get("protocolVersion")
@@ -77,8 +129,8 @@ fn handle(root: &Path, method: &str, params: &Value) -> Reply {
             Ok(json!({
                 "protocolVersion": version,
                 "capabilities": {"tools": {}},
-                "serverInfo": {"name": "edgar-workspace", "version": env!("CARGO_PKG_VERSION")},
-                "instructions": "Read-only access to the files under the working directory, and the current time."
+                "serverInfo": server_info(),
+                "instructions": INSTRUCTIONS,
             }))
         }
         "ping" => Ok(json!({})),
@@ -349,5 +401,34 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(text, "world\n");
+    }
+}
+
+#[cfg(test)]
+mod era_tests {
+    use super::*;
+
+    fn meta(version: &str) -> Value {
+        json!({"_meta": {(protocol::META_PROTOCOL_VERSION): version}})
+    }
+
+    #[test]
+    fn it_speaks_both_eras() {
+        let root = Path::new(".");
+        let discovered =
+            handle(root, "server/discover", &meta(MODERN[0])).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(discovered["resultType"], "complete");
+        assert_eq!(discovered["supportedVersions"][0], MODERN[0]);
+        let listed =
+            handle(root, "tools/list", &meta(MODERN[0])).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(listed["ttlMs"], LIST_TTL_MS);
+        assert_eq!(
+            handle(root, "tools/list", &meta("1999-01-01")).err(),
+            Some((protocol::UNSUPPORTED_PROTOCOL_VERSION, "1999-01-01".into()))
+        );
+        // The handshake era: no `_meta`, no `resultType`, no discover.
+        let listed = handle(root, "tools/list", &json!({})).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(listed.get("resultType").is_none());
+        assert!(handle(root, "server/discover", &json!({})).is_err());
     }
 }

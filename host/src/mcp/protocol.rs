@@ -285,6 +285,13 @@ pub fn error_response(id: &Value, code: i64, message: &str) -> Vec<u8> {
     encode(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
 }
 
+/// The `-32022` answer: the versions this side speaks, and the one asked for.
+pub fn unsupported_version(id: &Value, requested: &str, supported: &[&str]) -> Vec<u8> {
+    encode(&json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version",
+        "data": {"supported": supported, "requested": requested}}}))
+}
+
 fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
