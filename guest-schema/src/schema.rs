@@ -16,6 +16,8 @@ use crate::text::{clamp, quote};
 use crate::types::{AcceptedTool, Dropped, Hints, Rejection, RejectionKind};
 
 /// At most this many drop notes per tool; the rest are counted in one last note.
+/// The JSON Schema dialect every schema is read as.
+const DIALECT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 const MAX_NOTES: usize = 64;
 /// Longest JSON pointer kept in a note.
 const MAX_NOTE_PATH: usize = 200;
@@ -377,6 +379,10 @@ impl Cleaner<'_> {
                     }
                     _ => None,
                 },
+                // The dialect it is read as, at the root: kept, so a client and a model see
+                // what the server declared (MCP 2026-07-28, SEP-2106). Any other dialect
+                // is read as 2020-12 and not claimed.
+                "$schema" if ptr.segments.is_empty() && value == DIALECT_2020_12 => Some(value),
                 "$schema" | "$id" | "id" | "$anchor" | "$dynamicRef" | "$dynamicAnchor"
                 | "$recursiveRef" | "$recursiveAnchor" | "$vocabulary" | "$comment" => {
                     self.notes.add(

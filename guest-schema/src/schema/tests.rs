@@ -38,6 +38,19 @@ fn keeps_a_plain_schema_unchanged() {
 }
 
 #[test]
+fn a_root_2020_12_dialect_is_kept_and_any_other_dropped() {
+    let dialect = "https://json-schema.org/draft/2020-12/schema";
+    let (out, _) = accept(json!({"name": "t", "inputSchema": {
+        "$schema": dialect, "type": "object",
+        "properties": {"a": {"$schema": dialect, "type": "string"}}
+    }}));
+    assert_eq!(
+        out,
+        json!({"$schema": dialect, "type": "object", "properties": {"a": {"type": "string"}}})
+    );
+}
+
+#[test]
 fn drops_vendor_and_meta_keywords_with_reasons() {
     let (out, t) = accept(json!({"name": "t", "inputSchema": {
         "$schema": "http://json-schema.org/draft-07/schema#",
