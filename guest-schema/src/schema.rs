@@ -101,7 +101,8 @@ pub fn to_schema(_server: &str, tool_json: &str) -> Result<AcceptedTool, Rejecti
             format!("inputSchema {message}"),
         )
     })?;
-    let input_schema = clean_root(input, "/inputSchema", &mut notes);
+    let input_schema = clean_root(input, "/inputSchema", &mut notes, true)
+        .map_err(|why| Rejection::new(RejectionKind::NotObjectSchema, why))?;
     let input_schema = serde_json::to_string(&input_schema).map_err(|e| {
         Rejection::new(
             RejectionKind::Other,
@@ -122,7 +123,8 @@ pub fn to_schema(_server: &str, tool_json: &str) -> Result<AcceptedTool, Rejecti
         None | Some(Value::Null) => None,
         Some(Value::Object(o)) => match top_level_object(o, "/outputSchema", &mut notes) {
             Ok(o) => {
-                let cleaned = clean_root(o, "/outputSchema", &mut notes);
+                // `x-mcp-header` means something only in an input schema.
+                let cleaned = clean_root(o, "/outputSchema", &mut notes, false).unwrap_or_default();
                 match serde_json::to_string(&cleaned) {
                     Ok(s) if s.len() <= MAX_SCHEMA_BYTES => Some(s),
                     _ => {
@@ -183,10 +185,19 @@ fn top_level_object(
 }
 
 /// Cleans a whole schema, then drops local `$ref`s that do not resolve in the result.
-fn clean_root(schema: Map<String, Value>, path: &str, notes: &mut Notes) -> Value {
+/// With `headers`, `x-mcp-header` annotations are kept where the specification allows
+/// them, and any other makes the whole schema invalid (the error says why).
+fn clean_root(
+    schema: Map<String, Value>,
+    path: &str,
+    notes: &mut Notes,
+    headers: bool,
+) -> Result<Value, String> {
     let mut cleaner = Cleaner {
         notes,
         refs: Vec::new(),
+        headers: headers.then(Vec::new),
+        bad_header: None,
     };
     let mut root = cleaner.object(schema, &mut Pointer::new(path), 0);
     let refs = std::mem::take(&mut cleaner.refs);
@@ -204,13 +215,70 @@ fn clean_root(schema: Map<String, Value>, path: &str, notes: &mut Notes) -> Valu
             );
         }
     }
-    root
+    match cleaner.bad_header {
+        Some(why) => Err(why),
+        None => Ok(root),
+    }
 }
 
 struct Cleaner<'a> {
     notes: &'a mut Notes,
     /// Kept local `$ref`s: where they are (segments below the root) and what they name.
     refs: Vec<(Vec<String>, String)>,
+    /// In an input schema: the `x-mcp-header` names kept so far, lowercased.
+    headers: Option<Vec<String>>,
+    /// The first `x-mcp-header` the specification forbids.
+    bad_header: Option<String>,
+}
+
+/// Most bytes of an `x-mcp-header` name.
+const MAX_HEADER_NAME: usize = 64;
+
+impl Cleaner<'_> {
+    /// Checks an `x-mcp-header` (MCP 2026-07-28, Streamable HTTP, Custom Headers): a
+    /// token name, unique ignoring case, on a string, integer or boolean property reached
+    /// from the root through `properties` alone.
+    fn header(&mut self, value: &Value, ty: Option<&Value>, ptr: &Pointer) -> Result<(), String> {
+        let at = ptr.at("x-mcp-header");
+        let Value::String(name) = value else {
+            return Err(format!("{at} is not a string"));
+        };
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || name.len() > MAX_HEADER_NAME || !name.bytes().all(token) {
+            return Err(format!("{at} is not an HTTP header name"));
+        }
+        let s = &ptr.segments;
+        let reachable = !s.is_empty()
+            && s.len().is_multiple_of(2)
+            && s.iter().step_by(2).all(|k| k == "properties");
+        if !reachable {
+            return Err(format!(
+                "{at} is not on a property reached through properties alone"
+            ));
+        }
+        let primitive = |t: &str| matches!(t, "string" | "integer" | "boolean");
+        let ok_type = match ty {
+            Some(Value::String(t)) => primitive(t),
+            Some(Value::Array(ts)) => {
+                let named: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+                named.iter().filter(|t| **t != "null").count() == 1
+                    && named.iter().all(|t| *t == "null" || primitive(t))
+            }
+            _ => false,
+        };
+        if !ok_type {
+            return Err(format!(
+                "{at} is on a property that is not a string, integer or boolean"
+            ));
+        }
+        let seen = self.headers.get_or_insert_with(Vec::new);
+        let lower = name.to_ascii_lowercase();
+        if seen.contains(&lower) {
+            return Err(format!("{at} repeats the header name {name}"));
+        }
+        seen.push(lower);
+        Ok(())
+    }
 }
 
 /// A JSON pointer being built during the walk: the display prefix plus the segments.
@@ -274,8 +342,18 @@ impl Cleaner<'_> {
         }
         let mut out = Map::with_capacity(schema.len());
         let mut exclusive_bools: Vec<(&str, bool)> = Vec::new();
+        let ty = schema.get("type").cloned();
         for (key, value) in schema {
             let kept = match key.as_str() {
+                "x-mcp-header" if self.headers.is_some() => {
+                    match self.header(&value, ty.as_ref(), ptr) {
+                        Ok(()) => Some(value),
+                        Err(why) => {
+                            self.bad_header.get_or_insert(why);
+                            continue;
+                        }
+                    }
+                }
                 "type" => valid_type(&value).then_some(value),
                 "properties" | "patternProperties" | "$defs" | "definitions"
                 | "dependentSchemas" => self.schema_map(&key, value, ptr, depth),

@@ -250,3 +250,38 @@ fn notes_are_bounded() {
     assert_eq!(t.dropped.len(), MAX_NOTES + 1);
     assert_eq!(t.dropped[MAX_NOTES].reason, "436 more changes not listed");
 }
+
+#[test]
+fn mcp_headers_are_kept_where_allowed_and_refuse_the_tool_elsewhere() {
+    let schema = json!({"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "opts": {"type": "object", "properties": {
+            "dry": {"type": ["boolean", "null"], "x-mcp-header": "Dry-Run"}
+        }}
+    }});
+    let (out, _) = accept(json!({"name": "t", "inputSchema": schema}));
+    assert_eq!(out, schema);
+    for bad in [
+        // Through an array.
+        json!({"type": "object", "properties": {"a": {"type": "array",
+            "items": {"type": "string", "x-mcp-header": "A"}}}}),
+        // A number.
+        json!({"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}}),
+        // The same name, other case.
+        json!({"type": "object", "properties": {
+            "a": {"type": "string", "x-mcp-header": "Key"},
+            "b": {"type": "string", "x-mcp-header": "KEY"}}}),
+        // Not a header name.
+        json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "A B"}}}),
+        json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
+        // Under a composition keyword.
+        json!({"type": "object", "anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}),
+    ] {
+        let tool = json!({"name": "t", "inputSchema": bad}).to_string();
+        assert_eq!(reject(&tool), RejectionKind::NotObjectSchema, "{tool}");
+    }
+    // In an output schema it means nothing: dropped like any vendor keyword.
+    let (_, t) = accept(json!({"name": "t", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}}}));
+    assert!(t.output_schema.is_some_and(|o| !o.contains("x-mcp-header")));
+}

@@ -85,7 +85,7 @@ fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
     let rt = super::mcp::runtime()?;
     rt.block_on(async {
         let session = Session::new(&config, opts);
-        let outcome = drive(&session, &scenario).await;
+        let outcome = drive(&session, &scenario, &context).await;
         session.close().await;
         outcome
     })?;
@@ -101,9 +101,9 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Lists the tools, then calls the scenario's tool (or the first one) with arguments
-/// made from its input schema.
-async fn drive(session: &Session, scenario: &str) -> anyhow::Result<()> {
+/// Lists the tools, then makes the calls the scenario's context asks for, or calls the
+/// scenario's tool (or the first one) with arguments made from its input schema.
+async fn drive(session: &Session, scenario: &str, context: &Value) -> anyhow::Result<()> {
     let tools = session.tools(SERVER).await?;
     eprintln!(
         "{} tools: {}",
@@ -114,6 +114,20 @@ async fn drive(session: &Session, scenario: &str) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some(calls) = context["toolCalls"].as_array() {
+        for call in calls {
+            let name = call["name"].as_str().context("a toolCall without a name")?;
+            // A null argument breaks the tool's schema, which edgar enforces (a model
+            // would be told so): it is left out, as a model told so would.
+            let mut arguments = call["arguments"].clone();
+            if let Some(a) = arguments.as_object_mut() {
+                a.retain(|_, v| !v.is_null());
+            }
+            let output = session.call(&format!("{SERVER}/{name}"), arguments).await?;
+            println!("{}", serde_json::to_string(&output)?);
+        }
+        return Ok(());
+    }
     match scenario {
         // The server lists a tool whose schema has a network `$ref` and serves no call:
         // listing is the whole test (nothing may fetch the `$ref`).

@@ -868,6 +868,12 @@ impl SessionInner {
             conn.request_raw("tools/call", params, timeout).await?
         } else {
             // The stateless era: the server may answer with a request for input first.
+            let headers = match &server.spec.transport {
+                Transport::Http { .. } => {
+                    super::http::param_headers(tool.input_schema(), &arguments)
+                }
+                _ => Vec::new(),
+            };
             input::rounds(tool.server(), &self.opts.handler, |input| {
                 let mut params = json!({"name": tool.tool(), "arguments": arguments.clone()});
                 if let Some((responses, state)) = input {
@@ -878,7 +884,7 @@ impl SessionInner {
                         params["requestState"] = Value::String(state);
                     }
                 }
-                conn.request_raw("tools/call", params, timeout)
+                conn.request_with_headers("tools/call", params, timeout, headers.clone())
             })
             .await?
         };

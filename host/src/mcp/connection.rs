@@ -60,6 +60,8 @@ pub(crate) struct Outbound {
     /// What the stateless era's `Mcp-Name` header mirrors: a `tools/call`'s or
     /// `prompts/get`'s `name`, a `resources/read`'s `uri`.
     pub name: Option<String>,
+    /// `Mcp-Param-*` headers: argument values a tool marks with `x-mcp-header`.
+    pub param_headers: Vec<(String, String)>,
 }
 
 /// How every request is stamped in the stateless era: the version it names, and the
@@ -122,6 +124,7 @@ impl Outbound {
             cancels: None,
             version: stamp.map(|s| s.version.clone()),
             name,
+            param_headers: Vec::new(),
         }
     }
 
@@ -137,6 +140,7 @@ impl Outbound {
             cancels,
             version: stamp.map(|s| s.version.clone()),
             name: None,
+            param_headers: Vec::new(),
         }
     }
 
@@ -149,6 +153,7 @@ impl Outbound {
             cancels: None,
             version: None,
             name: None,
+            param_headers: Vec::new(),
         }
     }
 
@@ -279,14 +284,29 @@ impl Connection {
         params: Value,
         timeout: Duration,
     ) -> Result<Box<RawValue>, McpError> {
+        self.request_with_headers(method, params, timeout, Vec::new())
+            .await
+    }
+
+    /// [`Connection::request_raw`] with `Mcp-Param-*` headers for an HTTP transport (the
+    /// stateless era's custom headers; other transports ignore them).
+    pub(crate) async fn request_with_headers(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        param_headers: Vec<(String, String)>,
+    ) -> Result<Box<RawValue>, McpError> {
         self.check_open()?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
         let stamp = self.stamp();
         let exchange = async {
+            let mut message = Outbound::request(id, method, params, stamp.as_deref());
+            message.param_headers = param_headers;
             self.outgoing
-                .send(Outbound::request(id, method, params, stamp.as_deref()))
+                .send(message)
                 .await
                 .map_err(|_| self.closed_error())?;
             match rx.await {

@@ -802,7 +802,48 @@ fn stateless_headers(
     if let Some(name) = &message.name {
         post = post.header("mcp-name", header_value(name));
     }
+    for (name, value) in &message.param_headers {
+        if let Ok(name) = HeaderName::from_bytes(format!("mcp-param-{name}").as_bytes()) {
+            post = post.header(name, header_value(value));
+        }
+    }
     post
+}
+
+/// The `Mcp-Param-*` headers of a `tools/call` (MCP 2026-07-28, Custom Headers): for each
+/// property `schema` marks with `x-mcp-header` (reached through `properties` alone, as
+/// the guard checked), the argument at that path, as text; absent and null values, and
+/// anything but a string, a safe integer or a boolean, give no header.
+pub(crate) fn param_headers(schema: &Value, arguments: &Value) -> Vec<(String, String)> {
+    const SAFE: i64 = (1 << 53) - 1;
+    let mut out = Vec::new();
+    let mut stack = vec![(schema, arguments)];
+    while let Some((schema, args)) = stack.pop() {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            continue;
+        };
+        for (key, prop) in props {
+            let value = args.get(key);
+            if let Some(header) = prop.get("x-mcp-header").and_then(Value::as_str) {
+                let text = match value {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(Value::Bool(b)) => Some(b.to_string()),
+                    Some(Value::Number(n)) => n
+                        .as_i64()
+                        .filter(|i| (-SAFE..=SAFE).contains(i))
+                        .map(|i| i.to_string()),
+                    _ => None,
+                };
+                if let Some(text) = text {
+                    out.push((header.to_owned(), text));
+                }
+            }
+            if let Some(v) = value.filter(|v| v.is_object()) {
+                stack.push((prop, v));
+            }
+        }
+    }
+    out
 }
 
 /// A value as an HTTP header: as is when it is visible ASCII (and spaces inside),
@@ -876,4 +917,55 @@ fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
 /// A connection failure, without the URL (it may carry a secret query).
 pub(crate) fn connect_error(e: &reqwest::Error) -> String {
     format!("cannot reach it: {}", crate::net::request_error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marked_arguments_become_param_headers() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "big": {"type": "integer", "x-mcp-header": "Big"},
+            "flag": {"type": "boolean", "x-mcp-header": "Flag"},
+            "gone": {"type": "string", "x-mcp-header": "Gone"},
+            "plain": {"type": "string"},
+            "opts": {"type": "object", "properties": {"dry": {"type": "boolean", "x-mcp-header": "Dry"}}}
+        }});
+        let args = json!({"region": "us-west1", "n": -7, "big": 9_007_199_254_740_993_u64,
+            "flag": false, "gone": null, "plain": "x", "opts": {"dry": true}});
+        let mut got = param_headers(&schema, &args);
+        got.sort();
+        let want: Vec<(String, String)> = [
+            ("Dry", "true"),
+            ("Flag", "false"),
+            ("N", "-7"),
+            ("Region", "us-west1"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn header_values_are_plain_or_base64() {
+        let v = |s: &str| {
+            header_value(s)
+                .to_str()
+                .map(str::to_owned)
+                .unwrap_or_default()
+        };
+        assert_eq!(v("us west 1"), "us west 1");
+        assert_eq!(v("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(v(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(v("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+        assert_eq!(
+            v("=?base64?literal?="),
+            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+        );
+        assert_eq!(v(""), "=?base64??=");
+    }
 }
