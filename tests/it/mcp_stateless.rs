@@ -87,6 +87,13 @@ fn stamped(log: &Path) -> Vec<Option<String>> {
         .collect()
 }
 
+/// A test's directory, the log its server's wire is recorded in, and its process tag.
+fn wire(test: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("wire.log");
+    (dir, log, tag(test))
+}
+
 fn tag(test: &str) -> String {
     format!("{}-{test}", std::process::id())
 }
@@ -100,9 +107,7 @@ async fn echo(s: &Session, tool: &str) -> Result<String, String> {
 
 #[tokio::test]
 async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembered() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("stateless");
+    let (dir, log, t) = wire("stateless");
     let s = session(
         dir.path(),
         vec![recorded("st", &log, &[STATELESS], &t)],
@@ -138,9 +143,7 @@ async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembere
 
 #[tokio::test]
 async fn a_handshake_server_is_probed_once_then_greeted_directly() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("handshake");
+    let (dir, log, t) = wire("handshake");
     let fake = || recorded("hs", &log, &[HANDSHAKE, "good"], &t);
     let s = session(dir.path(), vec![fake()], false);
     assert_eq!(echo(&s, "hs__echo").await.as_deref(), Ok("hi"));
@@ -215,9 +218,7 @@ async fn a_handshake_forced_on_a_stateless_server_fails_clearly() {
 
 #[tokio::test]
 async fn input_requests_are_answered_and_the_call_retried() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("mrtr");
+    let (dir, log, t) = wire("mrtr");
     let s = session(
         dir.path(),
         vec![recorded("st", &log, &[STATELESS], &t)],
@@ -287,9 +288,7 @@ async fn without_a_handler_an_elicitation_fails_the_call_by_name() {
 
 #[tokio::test]
 async fn a_subscription_brings_a_changed_tool_list() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("listen");
+    let (dir, log, t) = wire("listen");
     let s = session(
         dir.path(),
         vec![recorded("st", &log, &[STATELESS], &t)],
@@ -330,9 +329,7 @@ fn task_session(dir: &Path, log: &Path, t: &str, deadline: Duration) -> Session 
 
 #[tokio::test]
 async fn tasks_are_followed_to_their_end() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("tasks");
+    let (dir, log, t) = wire("tasks");
     let s = task_session(dir.path(), &log, &t, Duration::from_secs(30));
     // Twelve polls of at least 100 ms: the task outlasts the one-second tool timeout,
     // which bounds each poll, not the task.
@@ -358,9 +355,7 @@ async fn tasks_are_followed_to_their_end() {
 
 #[tokio::test]
 async fn a_task_past_its_deadline_is_cancelled_at_the_server() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("deadline");
+    let (dir, log, t) = wire("deadline");
     let s = task_session(dir.path(), &log, &t, Duration::from_millis(1500));
     let e = echo(&s, "st__endless_task").await.err().unwrap_or_default();
     assert!(e.contains("its deadline; cancelled"), "{e}");
@@ -376,9 +371,7 @@ async fn a_task_past_its_deadline_is_cancelled_at_the_server() {
 
 #[tokio::test]
 async fn closing_the_session_cancels_a_task_in_flight() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("close-task");
+    let (dir, log, t) = wire("close-task");
     let s = Arc::new(task_session(
         dir.path(),
         &log,
@@ -405,9 +398,7 @@ async fn closing_the_session_cancels_a_task_in_flight() {
 
 #[tokio::test]
 async fn a_tool_list_the_server_says_is_fresh_is_not_fetched_again() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = dir.path().join("wire.log");
-    let t = tag("ttl");
+    let (dir, log, t) = wire("ttl");
     let fresh = || {
         let mut s = recorded("st", &log, &[STATELESS], &t);
         if let edgar_host::config::Transport::Stdio { env, .. } = &mut s.transport {
