@@ -1,6 +1,6 @@
 //! The two protocol eras: a stateless (2026-07-28) server reached without a handshake,
 //! a handshake server found by the probe's fallback, each era remembered so the next
-//! cold start goes straight to it, the Python SDK 2.3.0 server in either era, and the
+//! cold start goes straight to it, the Python SDK 2.3.0 and rmcp 3.x servers in either era, and the
 //! multi-round-trip pattern (form and URL elicitation, a state-only leg, the round
 //! limit, an oversized state, a request edgar cannot answer).
 //!
@@ -171,22 +171,33 @@ async fn a_handshake_server_is_probed_once_then_greeted_directly() {
 async fn the_python_sdk_server_speaks_either_era() {
     let python = installed("py/bin/python").display().to_string();
     let script = fixture("python_server.py").display().to_string();
+    either_era("python", &[&python, &script]).await;
+}
+
+#[tokio::test]
+async fn the_rust_sdk_server_speaks_either_era() {
+    either_era("rmcp", &[env!("CARGO_BIN_EXE_rmcp-server")]).await;
+}
+
+/// A real SDK's server (tool `add`) reached by default in the stateless era without an
+/// `initialize`, and, forced, by the handshake without a `server/discover`.
+async fn either_era(name: &str, argv: &[&str]) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let t = tag("python");
+    let t = tag(name);
     for (choice, want) in [
         (ProtocolChoice::Auto, "server/discover"),
         (ProtocolChoice::Handshake, "initialize"),
     ] {
         let log = dir.path().join(format!("{choice:?}.log"));
-        let mut spec = recorded("py", &log, &[&python, &script], &t);
+        let mut spec = recorded("sdk", &log, argv, &t);
         spec.protocol = choice;
         spec.startup_timeout = Duration::from_secs(30);
         let s = session(dir.path(), vec![spec], false);
         let out = s
-            .call("py__add", json!({"a": 20, "b": 22}))
+            .call("sdk__add", json!({"a": 20, "b": 22}))
             .await
             .map(|o| text_of(&o))
-            .unwrap_or_else(|e| panic!("{choice:?}: {e}"));
+            .unwrap_or_else(|e| panic!("{name} {choice:?}: {e}"));
         assert!(out.contains("42"), "{out}");
         s.close().await;
         let seen = methods(&log);
