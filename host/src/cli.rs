@@ -185,9 +185,36 @@ pub enum McpCommand {
         #[arg(long, conflicts_with = "file")]
         remove: bool,
     },
+    /// Serve every configured server's tools as one MCP server on stdio, for agents that
+    /// speak MCP (Claude Code, Codex, Cursor, Gemini CLI): `tool_search` and `call_tool`
+    /// at start, each found tool added after its search. Servers start on first use.
+    Serve {
+        /// Print what to add to CLIENT's configuration to use edgar, and exit.
+        #[arg(long, value_enum, value_name = "CLIENT")]
+        print_config: Option<ClientKind>,
+        /// The most tokens of schema one tool_search returns.
+        #[arg(long, default_value_t = edgar_host::tools::search::RESERVE)]
+        reserve: usize,
+        /// Serve only these servers (comma-separated names).
+        #[arg(long, value_delimiter = ',', value_name = "A,B")]
+        servers: Vec<String>,
+        /// `all`: list every tool of every server from the start (discovers them all)
+        /// instead of only what searches found.
+        #[arg(long, value_name = "all", value_parser = ["all"])]
+        expose: Option<String>,
+    },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]
     ExampleServer,
+}
+
+/// An MCP client whose configuration `edgar mcp serve --print-config` writes for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ClientKind {
+    Claude,
+    Codex,
+    Cursor,
+    Gemini,
 }
 
 #[derive(Debug, Args)]

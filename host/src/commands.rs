@@ -6,6 +6,7 @@ mod guard;
 mod mcp;
 mod progress;
 mod search;
+mod serve;
 mod sign_in;
 mod trust;
 

@@ -2,6 +2,7 @@
 //! against fake and real servers, and the `edgar` CLI.
 
 mod auth_cli;
+mod gateway;
 mod guard;
 mod guard_cli;
 mod hardening;

@@ -24,6 +24,12 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let paths = ConfigPaths::for_project(&cwd);
     match cmd {
+        McpCommand::Serve {
+            print_config,
+            reserve,
+            servers,
+            expose,
+        } => super::serve::run(print_config, reserve, &servers, expose.is_some()),
         McpCommand::ExampleServer => {
             edgar_host::mcp::example_server::serve(&cwd)?;
             Ok(ExitCode::SUCCESS)
@@ -407,6 +413,14 @@ pub(crate) fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
 /// authorization (a 401 the refresh cannot fix, a step-up) starts only from `edgar mcp
 /// login`, which a human runs; elsewhere the error names that command.
 pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    session_for(config, cwd, terminal)
+}
+
+/// The CLI's session, asking a human at the terminal only when `terminal` says one is
+/// there (never when stdin carries a protocol).
+pub(crate) fn session_for(config: &Config, cwd: &std::path::Path, terminal: bool) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     // A command ends when it has answered: a discovery left running in the background
     // would be cut off at exit and never cached, so the CLI waits for each server (under
@@ -415,9 +429,8 @@ pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
     if let Some(state) = edgar_host::trust::state_dir() {
         opts = opts.with_trust(&state);
     }
-    use std::io::IsTerminal;
     opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AskHuman {
-        terminal: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        terminal,
         defaults_for: config
             .servers
             .iter()

@@ -70,6 +70,9 @@ pub(crate) struct Outbound {
 pub(crate) struct Stamp {
     pub version: Arc<str>,
     meta: serde_json::Map<String, Value>,
+    /// `meta` encoded once, without its braces: spliced into every request whose
+    /// params carry no `_meta` of their own, instead of cloned and encoded each time.
+    encoded: Box<str>,
 }
 
 impl Stamp {
@@ -78,9 +81,16 @@ impl Stamp {
         meta.insert(protocol::META_PROTOCOL_VERSION.into(), json!(version));
         meta.insert(protocol::META_CLIENT_CAPABILITIES.into(), capabilities);
         meta.insert(protocol::META_CLIENT_INFO.into(), client_info);
+        let whole = Value::Object(meta.clone()).to_string();
+        let encoded = whole
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .unwrap_or_default()
+            .into();
         Stamp {
             version: version.into(),
             meta,
+            encoded,
         }
     }
 }
@@ -104,6 +114,17 @@ impl Outbound {
             };
             if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
                 name = params.get(key).and_then(Value::as_str).map(str::to_owned);
+            }
+            if params.get("_meta").is_none() {
+                return Outbound {
+                    bytes: protocol::stamped_request(id, method, &params, &stamp.encoded).into(),
+                    request: Some(id),
+                    method: Some(method.to_owned()),
+                    cancels: None,
+                    version: Some(stamp.version.clone()),
+                    name,
+                    param_headers: Vec::new(),
+                };
             }
             if let Some(p) = params.as_object_mut() {
                 let meta = p.entry("_meta").or_insert_with(|| json!({}));
@@ -585,6 +606,37 @@ pub(crate) fn file_uri(path: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stamp_is_spliced_into_params_or_merged_with_their_own_meta() {
+        let stamp = Stamp::new(
+            "2026-07-28",
+            json!({"elicitation": {}}),
+            json!({"name": "e"}),
+        );
+        let sent = |params: Value| -> Value {
+            let out = Outbound::request(7, "tools/call", params, Some(&stamp));
+            serde_json::from_slice(&out.bytes).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "e"},
+        });
+        let head = |params: Value| json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+        assert_eq!(sent(json!({})), head(json!({"_meta": meta})));
+        assert_eq!(sent(Value::Null), head(json!({"_meta": meta})));
+        assert_eq!(
+            sent(json!({"name": "t", "arguments": {"q": "\"}"}})),
+            head(json!({"_meta": meta, "name": "t", "arguments": {"q": "\"}"}}))
+        );
+        let mut merged = meta.clone();
+        merged["progressToken"] = json!(1);
+        assert_eq!(
+            sent(json!({"name": "t", "_meta": {"progressToken": 1}})),
+            head(json!({"_meta": merged, "name": "t"}))
+        );
+    }
 
     #[test]
     fn outbound_messages_carry_their_routing() {

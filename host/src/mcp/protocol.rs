@@ -270,6 +270,31 @@ pub fn request(id: u64, method: &str, params: Value) -> Vec<u8> {
     encode(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
 }
 
+/// A request whose params object (which has no `_meta`) gets a `_meta` object made of
+/// `meta`, the already-encoded members of one (a stateless era stamp).
+pub fn stamped_request(id: u64, method: &str, params: &Value, meta: &str) -> Vec<u8> {
+    let params = encode(params);
+    let mut out = Vec::with_capacity(64 + method.len() + meta.len() + params.len());
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(&encode(&Value::from(method)));
+    out.extend_from_slice(b",\"params\":{\"_meta\":{");
+    out.extend_from_slice(meta.as_bytes());
+    out.push(b'}');
+    match params.get(1..) {
+        // `{}`: nothing but the stamp.
+        Some(b"}") => out.push(b'}'),
+        Some(rest) => {
+            out.push(b',');
+            out.extend_from_slice(rest);
+        }
+        None => out.push(b'}'),
+    }
+    out.push(b'}');
+    out
+}
+
 pub fn notification(method: &str, params: Value) -> Vec<u8> {
     if params.is_null() {
         return encode(&json!({"jsonrpc": "2.0", "method": method}));

@@ -1,0 +1,103 @@
+//! `edgar mcp serve`: the gateway on stdio, and the snippets that put it in a client's
+//! configuration.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use edgar_host::config::ConfigPaths;
+use edgar_host::gateway::Gateway;
+use edgar_host::tools::search_tool::ToolSearch;
+use serde_json::json;
+
+use crate::cli::ClientKind;
+
+use super::mcp::{guarded, load, note_held, runtime, session_for};
+
+pub fn run(
+    print_config: Option<ClientKind>,
+    reserve: usize,
+    servers: &[String],
+    expose_all: bool,
+) -> anyhow::Result<ExitCode> {
+    if let Some(client) = print_config {
+        let exe = std::env::current_exe().context("cannot tell where edgar is installed")?;
+        print!("{}", snippet(client, &exe.display().to_string()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let mut config = load(&ConfigPaths::for_project(&cwd))?;
+    if !servers.is_empty() {
+        for name in servers {
+            if config.server(name).is_none() && config.held(name).is_none() {
+                bail!("no MCP server named '{name}' is configured");
+            }
+        }
+        config.servers.retain(|s| servers.contains(&s.name));
+    }
+    note_held(&config);
+    runtime()?.block_on(async {
+        // stdin carries the protocol: nobody can be asked anything there.
+        let session = Arc::new(session_for(&config, &cwd, false));
+        let search = ToolSearch::new(reserve);
+        let gateway = Gateway::new(session.clone(), search, expose_all);
+        let input = tokio::io::BufReader::new(tokio::io::stdin());
+        let served = guarded(&session, gateway.serve(input, tokio::io::stdout())).await;
+        session.close().await;
+        served.context("serving MCP on stdio")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// What to add to `client`'s configuration so it launches `exe mcp serve`.
+fn snippet(client: ClientKind, exe: &str) -> String {
+    let entry = json!({"command": exe, "args": ["mcp", "serve"]});
+    let servers = json!({"mcpServers": {"edgar": entry}});
+    let pretty = serde_json::to_string_pretty(&servers).unwrap_or_default();
+    // A JSON string is a valid TOML basic string.
+    let quoted = serde_json::to_string(exe).unwrap_or_default();
+    match client {
+        ClientKind::Claude => format!(
+            "# Claude Code: run\nclaude mcp add --scope user edgar -- {quoted} mcp serve\n\
+             # or put this in a project's .mcp.json:\n{pretty}\n"
+        ),
+        ClientKind::Codex => format!(
+            "# Codex CLI: add to ~/.codex/config.toml\n[mcp_servers.edgar]\ncommand = {quoted}\n\
+             args = [\"mcp\", \"serve\"]\n"
+        ),
+        ClientKind::Cursor => {
+            format!(
+                "// Cursor: merge into ~/.cursor/mcp.json (or a project's .cursor/mcp.json)\n{pretty}\n"
+            )
+        }
+        ClientKind::Gemini => {
+            format!("// Gemini CLI: merge into ~/.gemini/settings.json\n{pretty}\n")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_snippet_names_the_binary_and_the_command() {
+        for client in [
+            ClientKind::Claude,
+            ClientKind::Codex,
+            ClientKind::Cursor,
+            ClientKind::Gemini,
+        ] {
+            let text = snippet(client, "/opt/my \"edgar\"/edgar");
+            assert!(
+                text.contains(r#""/opt/my \"edgar\"/edgar""#),
+                "{client:?}: {text}"
+            );
+            assert!(text.contains("serve"), "{client:?}: {text}");
+        }
+        let codex = snippet(ClientKind::Codex, "/usr/bin/edgar");
+        assert!(codex.contains(
+            "[mcp_servers.edgar]\ncommand = \"/usr/bin/edgar\"\nargs = [\"mcp\", \"serve\"]"
+        ));
+    }
+}

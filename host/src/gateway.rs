@@ -1,0 +1,400 @@
+//! `edgar mcp serve`: the whole host as one MCP server, for agents that already speak
+//! MCP (Claude Code, Codex, Cursor, Gemini CLI). The client sees `tool_search` and
+//! `call_tool` at start, whatever is configured; each search adds the tools it found to
+//! the served list (announced with `notifications/tools/list_changed`), so a client can
+//! then call them by name. Everything behind is the session's: lazy start, the guard,
+//! pins and policy, sign-in state, the audit trail.
+//!
+//! Both protocol eras are answered per request, as the example server does: a request
+//! whose `_meta` names a stateless version is answered in that era (`server/discover`,
+//! `resultType`), anything else after the `initialize` handshake. Requests run
+//! concurrently; `notifications/cancelled` stops the one it names (dropping its upstream
+//! call, which cancels it at the server). End of input ends the serve loop; the caller
+//! closes the session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::mcp::McpError;
+use crate::mcp::client::Session;
+use crate::mcp::protocol::{
+    self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
+};
+use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
+
+/// The second built-in tool: calls a found tool by name.
+pub const CALL_TOOL: &str = "call_tool";
+
+const INSTRUCTIONS: &str = "edgar serves the tools of every configured MCP server without \
+    loading their schemas up front. Describe what you need to tool_search (or give a tool's \
+    name); it returns the matching tools' schemas, and those tools can then be called \
+    directly or through call_tool.";
+
+const SEARCH_DESCRIPTION: &str = "Find tools by what they do, among every MCP server edgar \
+    serves: describe the task in plain words (for example \"create a GitHub issue\" or \"read a \
+    PDF\"), or give a tool's name. Matching tools' schemas are returned and those tools become \
+    callable, by name or through call_tool.";
+
+/// What a serve loop needs: the session behind it and its search state.
+pub struct Gateway {
+    session: Arc<Session>,
+    search: ToolSearch,
+    expose_all: bool,
+}
+
+/// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
+/// 128; Cursor shows 40): `--expose all` says so on stderr.
+pub const MANY_TOOLS: usize = 128;
+
+type Reply = Result<Value, (i64, String)>;
+
+impl Gateway {
+    /// A gateway serving found tools, or with `expose_all` every tool of every server
+    /// from the first `tools/list` (which then discovers every server).
+    pub fn new(session: Arc<Session>, search: ToolSearch, expose_all: bool) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            session,
+            search,
+            expose_all,
+        })
+    }
+
+    /// Serves MCP on `input`/`output` (newline-delimited JSON) until `input` ends.
+    /// Requests still running then are stopped.
+    pub async fn serve<R, W>(self: &Arc<Self>, input: R, output: W) -> std::io::Result<()>
+    where
+        R: AsyncBufRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
+        let writer = tokio::spawn(write_all(rx, output));
+        let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
+        let mut input = input;
+        let mut line = Vec::new();
+        let result = loop {
+            line.clear();
+            // Capped like every reader of edgar's: a longer line ends the session.
+            let limit = MAX_MESSAGE_BYTES as u64;
+            let n = match (&mut input)
+                .take(limit + 1)
+                .read_until(b'\n', &mut line)
+                .await
+            {
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            if n == 0 {
+                break Ok(());
+            }
+            if n as u64 > limit {
+                break Err(std::io::Error::other(
+                    "a request line is over the message size limit",
+                ));
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let messages = match protocol::decode(&line) {
+                Ok(m) => m,
+                Err(reason) => {
+                    let reply = protocol::error_response(&Value::Null, -32700, &reason);
+                    let _ = tx.send(reply).await;
+                    continue;
+                }
+            };
+            for m in messages {
+                self.dispatch(m, &tx, &running).await;
+            }
+        };
+        for (_, task) in lock(&running).drain() {
+            task.abort();
+        }
+        drop(tx);
+        let _ = writer.await;
+        result
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        message: Incoming,
+        tx: &mpsc::Sender<Vec<u8>>,
+        running: &Arc<Mutex<HashMap<String, AbortHandle>>>,
+    ) {
+        match message {
+            Incoming::Request { id, method, params } => {
+                let key = id.to_string();
+                let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
+                let key2 = key.clone();
+                // Held while spawning, so the task's own removal comes after this insert.
+                let mut running = lock(running);
+                let task = tokio::spawn(async move {
+                    let reply = me.answer(&id, &method, params, &tx2).await;
+                    lock(&running2).remove(&key2);
+                    let _ = tx2.send(reply).await;
+                });
+                running.insert(key, task.abort_handle());
+            }
+            Incoming::Notification { method, params } => {
+                if method == "notifications/cancelled"
+                    && let Some(id) = params.get("requestId")
+                    && let Some(task) = lock(running).remove(&id.to_string())
+                {
+                    task.abort();
+                }
+            }
+            Incoming::Refused { id, reason } => {
+                let _ = tx
+                    .send(protocol::error_response(&id, -32600, &reason))
+                    .await;
+            }
+            // The gateway sends the client no requests, so it expects no answers.
+            Incoming::Response { .. } => {}
+        }
+    }
+
+    /// One request's JSON-RPC answer, in the era the request speaks.
+    async fn answer(
+        &self,
+        id: &Value,
+        method: &str,
+        params: Value,
+        tx: &mpsc::Sender<Vec<u8>>,
+    ) -> Vec<u8> {
+        let stateless = params
+            .get("_meta")
+            .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let reply = match &stateless {
+            Some(v) if !MODERN.contains(&v.as_str()) => {
+                return protocol::unsupported_version(id, v, &supported());
+            }
+            Some(_) => self.handle(method, &params, true, tx).await.map(|mut r| {
+                if let Some(r) = r.as_object_mut() {
+                    r.insert("resultType".into(), json!("complete"));
+                }
+                r
+            }),
+            None => self.handle(method, &params, false, tx).await,
+        };
+        match reply {
+            Ok(result) => protocol::response(id, result),
+            Err((code, message)) => protocol::error_response(id, code, &message),
+        }
+    }
+
+    async fn handle(
+        &self,
+        method: &str,
+        params: &Value,
+        stateless: bool,
+        tx: &mpsc::Sender<Vec<u8>>,
+    ) -> Reply {
+        match method {
+            "server/discover" if stateless => Ok(json!({
+                "supportedVersions": supported(),
+                "capabilities": capabilities(),
+                "instructions": self.instructions(),
+                "_meta": {(protocol::META_SERVER_INFO): server_info()},
+                // The list grows with each search: never reuse it.
+                "ttlMs": 0, "cacheScope": "private",
+            })),
+            "initialize" => {
+                let asked = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let version = PROTOCOL
+                    .iter()
+                    .find(|v| **v == asked)
+                    .unwrap_or(&PROTOCOL[0]);
+                Ok(json!({
+                    "protocolVersion": version,
+                    "capabilities": capabilities(),
+                    "serverInfo": server_info(),
+                    "instructions": self.instructions(),
+                }))
+            }
+            "ping" => Ok(json!({})),
+            "tools/list" => {
+                let mut result = json!({"tools": self.tools().await});
+                if stateless {
+                    result["ttlMs"] = json!(0);
+                    result["cacheScope"] = json!("private");
+                }
+                Ok(result)
+            }
+            "tools/call" => {
+                let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+                let args = params.get("arguments").cloned().unwrap_or(json!({}));
+                // A stateless client hears of changes only through a subscription.
+                self.call(name, args, (!stateless).then_some(tx)).await
+            }
+            other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
+        }
+    }
+
+    /// What the client's model reads first: how to use the gateway, and which servers
+    /// (by their configured names; nothing is started to say so).
+    fn instructions(&self) -> String {
+        let names: Vec<&str> = self.session.server_names().collect();
+        if names.is_empty() {
+            return format!("{INSTRUCTIONS} No MCP server is configured.");
+        }
+        format!("{INSTRUCTIONS} Servers: {}.", names.join(", "))
+    }
+
+    /// The served list: the two built-ins, then every tool found so far.
+    async fn tools(&self) -> Vec<Value> {
+        let search = search_tool::definition();
+        let mut tools = vec![
+            json!({
+                "name": TOOL_SEARCH,
+                "description": SEARCH_DESCRIPTION,
+                "inputSchema": search["input_schema"],
+            }),
+            json!({
+                "name": CALL_TOOL,
+                "description": "Call a tool that tool_search returned, by its name, with arguments matching the schema it returned.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "description": "The tool's name as tool_search returned it"},
+                        "arguments": {"type": "object", "description": "The tool's arguments"}
+                    },
+                    "required": ["name"]
+                },
+            }),
+        ];
+        let served = if self.expose_all {
+            let catalog = self.session.catalog().await;
+            for e in &catalog.failures {
+                tracing::warn!("{}", crate::text::shown_message(&e.to_string()));
+            }
+            if catalog.tools.len() > MANY_TOOLS {
+                tracing::warn!(
+                    "serving {} tools: some clients take at most {MANY_TOOLS} (OpenAI) or 40 \
+                     (Cursor); serve without --expose all, or with --servers, to stay under",
+                    catalog.tools.len()
+                );
+            }
+            catalog.tools
+        } else {
+            self.search.found()
+        };
+        for t in served {
+            let mut tool = json!({
+                "name": t.name(),
+                "description": t.description(),
+                "inputSchema": t.input_schema(),
+            });
+            let h = t.hints();
+            let mut annotations = serde_json::Map::new();
+            for (key, value) in [
+                ("title", h.title.as_ref().map(|t| json!(t))),
+                ("readOnlyHint", h.read_only.map(Value::Bool)),
+                ("destructiveHint", h.destructive.map(Value::Bool)),
+                ("idempotentHint", h.idempotent.map(Value::Bool)),
+                ("openWorldHint", h.open_world.map(Value::Bool)),
+            ] {
+                if let Some(v) = value {
+                    annotations.insert(key.into(), v);
+                }
+            }
+            if !annotations.is_empty() {
+                tool["annotations"] = Value::Object(annotations);
+            }
+            tools.push(tool);
+        }
+        tools
+    }
+
+    async fn call(&self, name: &str, args: Value, tx: Option<&mpsc::Sender<Vec<u8>>>) -> Reply {
+        match name {
+            TOOL_SEARCH => {
+                let Some(query) = args.get("query").and_then(Value::as_str) else {
+                    return Err((INVALID_PARAMS, "tool_search needs a query".into()));
+                };
+                let before = self.search.found().len();
+                let reply = self.search.search(&self.session, query).await;
+                if let Some(tx) = tx
+                    && self.search.found().len() > before
+                {
+                    let changed =
+                        protocol::notification("notifications/tools/list_changed", Value::Null);
+                    let _ = tx.send(changed).await;
+                }
+                Ok(text_result(&reply.text(), false))
+            }
+            CALL_TOOL => {
+                let Some(target) = args.get("name").and_then(Value::as_str) else {
+                    return Err((INVALID_PARAMS, "call_tool needs the name of a tool".into()));
+                };
+                let inner = args.get("arguments").cloned().unwrap_or(json!({}));
+                self.call_found(target, inner).await
+            }
+            other => self.call_found(other, args).await,
+        }
+    }
+
+    /// Calls a tool a search returned; anything else is refused with what to do instead,
+    /// so a client never calls a tool whose schema it has not seen.
+    async fn call_found(&self, name: &str, args: Value) -> Reply {
+        if !self.expose_all && !self.search.found().iter().any(|t| t.name() == name) {
+            return Ok(text_result(
+                &format!(
+                    "no tool named {} has been found in this session: call tool_search first, then call one of the tools it returns",
+                    crate::text::shown(name)
+                ),
+                true,
+            ));
+        }
+        match self.session.call(name, args).await {
+            Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
+                text_result(&format!("edgar could not encode the result: {e}"), true)
+            })),
+            Err(e) => Ok(text_result(&failure(&e), true)),
+        }
+    }
+}
+
+/// An upstream failure as the client's model reads it (a tool error, not a protocol
+/// error, so the model sees the reason and what to run).
+fn failure(e: &McpError) -> String {
+    crate::text::shown_message(&e.to_string())
+}
+
+fn text_result(text: &str, is_error: bool) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+}
+
+fn capabilities() -> Value {
+    json!({"tools": {"listChanged": true}})
+}
+
+fn server_info() -> Value {
+    json!({"name": "edgar", "version": env!("CARGO_PKG_VERSION")})
+}
+
+fn supported() -> Vec<&'static str> {
+    MODERN.iter().chain(PROTOCOL).copied().collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut out: W) {
+    while let Some(mut message) = rx.recv().await {
+        message.push(b'\n');
+        if out.write_all(&message).await.is_err() || out.flush().await.is_err() {
+            // The client is gone; the read side ends soon after.
+            return;
+        }
+    }
+}

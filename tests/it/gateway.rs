@@ -1,0 +1,259 @@
+//! `edgar mcp serve` as a client's MCP server: the official Python SDK client through it
+//! in both eras, and, driven line by line, what a careless upstream or a client that
+//! changes its mind does to it (a crash mid-call, a cancelled call, end of input).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use edgar_tests::{fixture, installed, procs_with_tag, run, user_config};
+use serde_json::{Value, json};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+fn tag(test: &str) -> String {
+    format!("{}-gateway-{test}", std::process::id())
+}
+
+#[test]
+fn the_python_sdk_client_searches_and_calls_through_it_in_either_era() {
+    let python = installed("py/bin/python").display().to_string();
+    let server = fixture("python_server.py").display().to_string();
+    let client = fixture("python_client.py").display().to_string();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("python");
+    user_config(
+        home.path(),
+        json!({"py": {"command": python, "args": [server], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    for (mode, version) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let r = run(
+            &python,
+            home.path(),
+            &[&client, mode, EDGAR, "mcp", "serve"],
+            b"",
+        );
+        assert_eq!(r.code, Some(0), "{mode}: {}", r.stderr);
+        let seen = r.json();
+        assert_eq!(seen["version"], version, "{mode}: {seen}");
+        assert_eq!(
+            seen["before"],
+            json!(["tool_search", "call_tool"]),
+            "{mode}"
+        );
+        assert_eq!(seen["unfound"]["error"], true, "{mode}: {seen}");
+        let unfound = seen["unfound"]["text"].as_str().unwrap_or_default();
+        assert!(unfound.contains("call tool_search first"), "{unfound}");
+        let search = seen["search"]["text"].as_str().unwrap_or_default();
+        assert!(search.contains("py__add"), "{mode}: {search}");
+        let after = seen["after"].as_array().cloned().unwrap_or_default();
+        assert!(after.contains(&json!("py__add")), "{mode}: {seen}");
+        assert_eq!(
+            seen["direct"],
+            json!({"text": "42", "error": false}),
+            "{mode}"
+        );
+        assert_eq!(seen["via"], json!({"text": "HI", "error": false}), "{mode}");
+        // The gateway checks arguments against the full schema before any call.
+        assert_eq!(seen["bad"]["error"], true, "{mode}: {seen}");
+        assert!(
+            procs_with_tag(&t).is_empty(),
+            "{mode}: the upstream outlived its client"
+        );
+    }
+}
+
+/// `edgar mcp serve` driven one line at a time.
+struct Driver {
+    child: Child,
+    input: Option<ChildStdin>,
+    output: BufReader<ChildStdout>,
+    notifications: Vec<String>,
+}
+
+impl Driver {
+    fn start(home: &std::path::Path, args: &[&str]) -> Driver {
+        let mut child = Command::new(EDGAR)
+            .args(["mcp", "serve"])
+            .args(args)
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env_remove("EDGAR_POLICY")
+            .current_dir(home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let input = child.stdin.take();
+        let output = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("no stdout")));
+        let mut d = Driver {
+            child,
+            input,
+            output,
+            notifications: Vec::new(),
+        };
+        d.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        assert_eq!(d.answer(0)["result"]["serverInfo"]["name"], "edgar");
+        d.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        d
+    }
+
+    fn send(&mut self, message: Value) {
+        let input = self
+            .input
+            .as_mut()
+            .unwrap_or_else(|| panic!("input closed"));
+        writeln!(input, "{message}").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Reads until the answer to `id`, keeping notifications and failing on any other
+    /// answer (a cancelled request must never be answered).
+    fn answer(&mut self, id: u64) -> Value {
+        loop {
+            let mut line = String::new();
+            let n = self
+                .output
+                .read_line(&mut line)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(n > 0, "the gateway ended before answering {id}");
+            let m: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            match m.get("id") {
+                Some(got) if got == &json!(id) => return m,
+                Some(other) => panic!("an answer to {other} while waiting for {id}: {m}"),
+                None => self
+                    .notifications
+                    .push(m["method"].as_str().unwrap_or_default().to_owned()),
+            }
+        }
+    }
+
+    fn call(&mut self, id: u64, name: &str, arguments: Value) -> (String, bool) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}));
+        let m = self.answer(id);
+        let text = m["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        (text.to_owned(), m["result"]["isError"] == true)
+    }
+
+    /// Closes its input and waits for it to exit (at most 10 s).
+    fn finish(mut self) -> Option<i32> {
+        drop(self.input.take());
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!("the gateway did not exit at the end of its input");
+    }
+}
+
+#[test]
+fn an_upstream_crash_is_a_tool_error_and_the_gateway_stays_up() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("crash");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let mut d = Driver::start(home.path(), &[]);
+    let (found, _) = d.call(1, "tool_search", json!({"query": "f__die"}));
+    assert!(found.contains("f__die"), "{found}");
+    assert!(
+        d.notifications
+            .iter()
+            .any(|n| n == "notifications/tools/list_changed"),
+        "{:?}",
+        d.notifications
+    );
+    let (text, is_error) = d.call(2, "f__die", json!({}));
+    assert!(is_error, "{text}");
+    assert!(text.contains("'f'"), "the error names the server: {text}");
+    d.send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(d.answer(3)["result"], json!({}));
+    d.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    assert!(
+        d.answer(4)["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 2)
+    );
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[test]
+fn a_cancelled_call_is_never_answered_and_end_of_input_reaps_every_server() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("cancel");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let mut d = Driver::start(home.path(), &[]);
+    let (found, _) = d.call(1, "tool_search", json!({"query": "f__echo"}));
+    assert!(found.contains("f__echo"), "{found}");
+    d.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "f__echo", "arguments": {"sleep_ms": 3000}}}));
+    d.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}),
+    );
+    // The next answer is 3's: `answer` fails on any answer to 2.
+    let (found, _) = d.call(5, "tool_search", json!({"query": "f__add"}));
+    assert!(found.contains("f__add"), "{found}");
+    let (echoed, is_error) = d.call(
+        3,
+        "call_tool",
+        json!({"name": "f__add", "arguments": {"a": 1, "b": 2}}),
+    );
+    assert_eq!((echoed.as_str(), is_error), ("3", false));
+    assert!(!procs_with_tag(&t).is_empty(), "the upstream runs");
+    // A call in flight when the client goes away is stopped, and its server reaped.
+    d.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "f__echo", "arguments": {"sleep_ms": 30000}}}));
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[test]
+fn expose_all_lists_every_tool_of_the_chosen_servers() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("expose");
+    let fake = json!({"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}});
+    user_config(home.path(), json!({"f": fake, "g": fake}));
+    let mut d = Driver::start(home.path(), &["--servers", "f", "--expose", "all"]);
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let listed = d.answer(1);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"f__add"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("g__")), "{names:?}");
+    // Callable at once, without a search.
+    assert_eq!(
+        d.call(2, "f__add", json!({"a": 2, "b": 3})),
+        ("5".into(), false)
+    );
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
+
+    let r = run(
+        EDGAR,
+        home.path(),
+        &["mcp", "serve", "--servers", "nope"],
+        b"",
+    );
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("no MCP server named 'nope'"),
+        "{}",
+        r.stderr
+    );
+}
