@@ -13,6 +13,7 @@
 //! closes the session.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -26,6 +27,9 @@ use crate::mcp::protocol::{
     self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
 };
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
+
+/// Which subscription a notification belongs to (the stateless era).
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The second built-in tool: calls a found tool by name.
 pub const CALL_TOOL: &str = "call_tool";
@@ -45,6 +49,11 @@ pub struct Gateway {
     session: Arc<Session>,
     search: ToolSearch,
     expose_all: bool,
+    /// A client greeted us with `initialize`: it hears of list changes unasked.
+    initialized: AtomicBool,
+    /// Open `subscriptions/listen` requests for tool list changes (stateless clients),
+    /// by request id.
+    listeners: Mutex<Vec<Value>>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -61,6 +70,8 @@ impl Gateway {
             session,
             search,
             expose_all,
+            initialized: AtomicBool::new(false),
+            listeners: Mutex::default(),
         })
     }
 
@@ -126,6 +137,20 @@ impl Gateway {
         running: &Arc<Mutex<HashMap<String, AbortHandle>>>,
     ) {
         match message {
+            Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
+                // Never answered: it stays open until the client cancels it, and carries
+                // the notifications it asked for (tool list changes, here).
+                let wants = params["notifications"]["toolsListChanged"] == true;
+                let ack = json!({
+                    "_meta": {(META_SUBSCRIPTION_ID): id},
+                    "notifications": {"toolsListChanged": wants},
+                });
+                if wants {
+                    lock(&self.listeners).push(id);
+                }
+                let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
+                let _ = tx.send(ack).await;
+            }
             Incoming::Request { id, method, params } => {
                 let key = id.to_string();
                 let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
@@ -142,9 +167,11 @@ impl Gateway {
             Incoming::Notification { method, params } => {
                 if method == "notifications/cancelled"
                     && let Some(id) = params.get("requestId")
-                    && let Some(task) = lock(running).remove(&id.to_string())
                 {
-                    task.abort();
+                    lock(&self.listeners).retain(|l| l != id);
+                    if let Some(task) = lock(running).remove(&id.to_string()) {
+                        task.abort();
+                    }
                 }
             }
             Incoming::Refused { id, reason } => {
@@ -205,6 +232,7 @@ impl Gateway {
                 "ttlMs": 0, "cacheScope": "private",
             })),
             "initialize" => {
+                self.initialized.store(true, Ordering::Relaxed);
                 let asked = params
                     .get("protocolVersion")
                     .and_then(Value::as_str)
@@ -232,8 +260,7 @@ impl Gateway {
             "tools/call" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or("");
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
-                // A stateless client hears of changes only through a subscription.
-                self.call(name, args, (!stateless).then_some(tx)).await
+                self.call(name, args, tx).await
             }
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
         }
@@ -314,7 +341,7 @@ impl Gateway {
         tools
     }
 
-    async fn call(&self, name: &str, args: Value, tx: Option<&mpsc::Sender<Vec<u8>>>) -> Reply {
+    async fn call(&self, name: &str, args: Value, tx: &mpsc::Sender<Vec<u8>>) -> Reply {
         match name {
             TOOL_SEARCH => {
                 let Some(query) = args.get("query").and_then(Value::as_str) else {
@@ -322,12 +349,8 @@ impl Gateway {
                 };
                 let before = self.search.found().len();
                 let reply = self.search.search(&self.session, query).await;
-                if let Some(tx) = tx
-                    && self.search.found().len() > before
-                {
-                    let changed =
-                        protocol::notification("notifications/tools/list_changed", Value::Null);
-                    let _ = tx.send(changed).await;
+                if self.search.found().len() > before {
+                    self.list_changed(tx).await;
                 }
                 Ok(text_result(&reply.text(), false))
             }
@@ -339,6 +362,20 @@ impl Gateway {
                 self.call_found(target, inner).await
             }
             other => self.call_found(other, args).await,
+        }
+    }
+
+    /// Says the served list grew: unasked to a client that initialized (the handshake
+    /// era), and on each open subscription (the stateless era, which hears nothing else).
+    async fn list_changed(&self, tx: &mpsc::Sender<Vec<u8>>) {
+        const METHOD: &str = "notifications/tools/list_changed";
+        if self.initialized.load(Ordering::Relaxed) {
+            let _ = tx.send(protocol::notification(METHOD, Value::Null)).await;
+        }
+        let listeners = lock(&self.listeners).clone();
+        for id in listeners {
+            let params = json!({"_meta": {(META_SUBSCRIPTION_ID): id}});
+            let _ = tx.send(protocol::notification(METHOD, params)).await;
         }
     }
 

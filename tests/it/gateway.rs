@@ -69,11 +69,17 @@ struct Driver {
     child: Child,
     input: Option<ChildStdin>,
     output: BufReader<ChildStdout>,
-    notifications: Vec<String>,
+    notifications: Vec<Value>,
+    /// The stateless era's `_meta`, stamped on every request; `None` after `initialize`.
+    meta: Option<Value>,
 }
 
 impl Driver {
     fn start(home: &std::path::Path, args: &[&str]) -> Driver {
+        Driver::spawn(home, args, true)
+    }
+
+    fn spawn(home: &std::path::Path, args: &[&str], handshake: bool) -> Driver {
         let mut child = Command::new(EDGAR)
             .args(["mcp", "serve"])
             .args(args)
@@ -94,7 +100,16 @@ impl Driver {
             input,
             output,
             notifications: Vec::new(),
+            meta: None,
         };
+        if !handshake {
+            d.meta = Some(json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            }));
+            return d;
+        }
         d.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
         assert_eq!(d.answer(0)["result"]["serverInfo"]["name"], "edgar");
@@ -102,7 +117,12 @@ impl Driver {
         d
     }
 
-    fn send(&mut self, message: Value) {
+    fn send(&mut self, mut message: Value) {
+        if let Some(meta) = &self.meta
+            && message.get("id").is_some()
+        {
+            message["params"]["_meta"] = meta.clone();
+        }
         let input = self
             .input
             .as_mut()
@@ -124,9 +144,7 @@ impl Driver {
             match m.get("id") {
                 Some(got) if got == &json!(id) => return m,
                 Some(other) => panic!("an answer to {other} while waiting for {id}: {m}"),
-                None => self
-                    .notifications
-                    .push(m["method"].as_str().unwrap_or_default().to_owned()),
+                None => self.notifications.push(m),
             }
         }
     }
@@ -169,7 +187,7 @@ fn an_upstream_crash_is_a_tool_error_and_the_gateway_stays_up() {
     assert!(
         d.notifications
             .iter()
-            .any(|n| n == "notifications/tools/list_changed"),
+            .any(|n| n["method"] == "notifications/tools/list_changed"),
         "{:?}",
         d.notifications
     );
@@ -256,4 +274,52 @@ fn expose_all_lists_every_tool_of_the_chosen_servers() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn a_stateless_client_hears_of_found_tools_on_its_subscription() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("listen");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let mut d = Driver::spawn(home.path(), &[], false);
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}));
+    let discovered = d.answer(1);
+    assert_eq!(
+        discovered["result"]["resultType"], "complete",
+        "{discovered}"
+    );
+    assert_eq!(discovered["result"]["supportedVersions"][0], "2026-07-28");
+    d.send(
+        json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}}}),
+    );
+    let (found, _) = d.call(2, "tool_search", json!({"query": "f__add"}));
+    assert!(found.contains("f__add"), "{found}");
+    let methods: Vec<(&str, &Value)> = d
+        .notifications
+        .iter()
+        .map(|n| {
+            (
+                n["method"].as_str().unwrap_or_default(),
+                &n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            ("notifications/subscriptions/acknowledged", &json!("sub")),
+            ("notifications/tools/list_changed", &json!("sub")),
+        ]
+    );
+    // Asked for in a version edgar does not speak: -32022 with the ones it does.
+    d.meta = Some(json!({"io.modelcontextprotocol/protocolVersion": "2099-01-01"}));
+    d.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
+    let refused = d.answer(3);
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
 }

@@ -79,7 +79,9 @@ impl AuditLog {
         }
         let head =
             serde_json::to_vec(&Head { seq, hash }).map_err(|e| TrustError::file(&file, e))?;
-        crate::paths::write_atomic(&self.dir.join(HEAD), &head).map_err(fail)
+        // The line above is not flushed to disk either: flushing only the head would
+        // not make the pair consistent after a power loss, and costs most of a call.
+        crate::paths::write_atomic_unsynced(&self.dir.join(HEAD), &head).map_err(fail)
     }
 
     /// Records an event, logging (never failing) when the trail cannot be written: an

@@ -1,0 +1,248 @@
+//! `edgar mcp serve` as a client meets it, with 30 servers configured (each edgar's own
+//! example server, 4 tools): tokens of the tool list a client sees at start versus every
+//! schema (and versus the 2,506-tool corpus); the time from launch to the first answers,
+//! cold (nothing cached: the first search discovers all 30) and warm; and one proxied
+//! `tools/call` versus the same call made to the server directly. Words-only search
+//! (`EDGAR_SEARCH_MODEL` is cleared). Prints Markdown tables.
+//!
+//! Run with `cargo bench -p edgar-host --bench gateway`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use edgar_host::tools::tokens;
+use serde_json::{Value, json};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
+const SERVERS: usize = 30;
+const CALLS: usize = 1000;
+const COLD_RUNS: usize = 5;
+const WARM_RUNS: usize = 11;
+
+/// A line-by-line MCP client over a child's stdio.
+struct Peer {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Peer {
+    fn spawn(home: &Path, args: &[&str]) -> Peer {
+        let mut child = Command::new(EDGAR)
+            .args(args)
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("XDG_STATE_HOME", home.join("state"))
+            .env_remove("EDGAR_SEARCH_MODEL")
+            .env_remove("EDGAR_CONFIG")
+            .env_remove("EDGAR_CACHE_DIR")
+            .current_dir(home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let input = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
+        let output = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
+        Peer {
+            child,
+            input,
+            output,
+            next: 0,
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.input, "{m}").unwrap_or_else(|e| panic!("{e}"));
+        loop {
+            let mut line = String::new();
+            let n = self
+                .output
+                .read_line(&mut line)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(n > 0, "the peer ended");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "1"}}),
+        )
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let v = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        assert!(v["result"]["isError"] != true, "{v}");
+        v
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A home whose user config has `SERVERS` example servers, `s0` .. `s29`.
+fn home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let servers: serde_json::Map<String, Value> = (0..SERVERS)
+        .map(|i| {
+            (
+                format!("s{i}"),
+                json!({"command": EDGAR, "args": ["mcp", "example-server"]}),
+            )
+        })
+        .collect();
+    let dir = home.path().join("config/edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("mcp.json"),
+        json!({"mcpServers": servers}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    home
+}
+
+fn tools_tokens(listed: &Value) -> (usize, usize) {
+    let tools = listed["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (tools.len(), tokens::count(&Value::Array(tools).to_string()))
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Launch, `initialize`, then one `tool_search`: the time to each answer.
+fn first_answers(home: &Path, cold: bool) -> (Duration, Duration) {
+    if cold {
+        let _ = std::fs::remove_dir_all(home.join("cache"));
+    }
+    let t = Instant::now();
+    let mut gw = Peer::spawn(home, &["mcp", "serve"]);
+    gw.initialize();
+    let initialized = t.elapsed();
+    let found = gw.call("tool_search", json!({"query": "current time"}));
+    let searched = t.elapsed();
+    let text = found["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("current_time"), "{text}");
+    (initialized, searched)
+}
+
+fn main() {
+    let home = home();
+
+    // What a client's model is shown at start, and with every schema.
+    let mut gw = Peer::spawn(home.path(), &["mcp", "serve"]);
+    gw.initialize();
+    let (start_n, start_tokens) = tools_tokens(&gw.request("tools/list", json!({})));
+    drop(gw);
+    let mut all = Peer::spawn(home.path(), &["mcp", "serve", "--expose", "all"]);
+    all.initialize();
+    let (all_n, all_tokens) = tools_tokens(&all.request("tools/list", json!({})));
+    drop(all);
+    let corpus_tokens = corpus_tokens();
+    println!("| tool list a client sees | tools | tokens (o200k) |");
+    println!("|---|---|---|");
+    println!("| `edgar mcp serve`, at start | {start_n} | {start_tokens} |");
+    println!("| `--expose all`, {SERVERS} example servers | {all_n} | {all_tokens} |");
+    if let Some((n, t)) = corpus_tokens {
+        println!("| every schema of the 2,506-tool corpus (106 servers) | {n} | {t} |");
+    }
+    println!();
+
+    // Launch to first answers, cold and warm, interleaved after the first cold run.
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for i in 0..WARM_RUNS {
+        if i < COLD_RUNS {
+            cold.push(first_answers(home.path(), true));
+        }
+        warm.push(first_answers(home.path(), false));
+    }
+    let pick = |v: &[(Duration, Duration)], f: fn(&(Duration, Duration)) -> Duration| {
+        median(v.iter().map(f).collect())
+    };
+    println!(
+        "| `edgar mcp serve`, {SERVERS} servers configured | launch to `initialize` answer | launch to first `tool_search` answer |"
+    );
+    println!("|---|---|---|");
+    println!(
+        "| cold (nothing cached; the search discovers all {SERVERS}), median of {COLD_RUNS} | {} | {} |",
+        ms(pick(&cold, |p| p.0)),
+        ms(pick(&cold, |p| p.1))
+    );
+    println!(
+        "| warm (cached names and index; nothing started), median of {WARM_RUNS} | {} | {} |",
+        ms(pick(&warm, |p| p.0)),
+        ms(pick(&warm, |p| p.1))
+    );
+    println!();
+
+    // One proxied call versus the same call made directly, sequentially.
+    let mut direct = Peer::spawn(home.path(), &["mcp", "example-server"]);
+    direct.initialize();
+    let mut gw = Peer::spawn(home.path(), &["mcp", "serve", "--servers", "s0"]);
+    gw.initialize();
+    gw.call("tool_search", json!({"query": "s0__current_time"}));
+    direct.call("current_time", json!({}));
+    gw.call("s0__current_time", json!({}));
+    let (mut d, mut g) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        direct.call("current_time", json!({}));
+        d += t.elapsed();
+        let t = Instant::now();
+        gw.call("s0__current_time", json!({}));
+        g += t.elapsed();
+    }
+    let per = |t: Duration| t.as_secs_f64() * 1e6 / CALLS as f64;
+    println!("| stdio `tools/call` `current_time`, {CALLS} sequential | per call |");
+    println!("|---|---|");
+    println!("| the example server directly | {:.1} µs |", per(d));
+    println!(
+        "| through `edgar mcp serve` (validate, call, guard, re-encode) | {:.1} µs |",
+        per(g)
+    );
+    println!("| ratio | {:.2}x |", g.as_secs_f64() / d.as_secs_f64());
+}
+
+/// The corpus's tools as a client would list them all: (count, tokens).
+fn corpus_tokens() -> Option<(usize, usize)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/corpus");
+    let mut tools = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        if let Some(list) = v.get("tools").and_then(Value::as_array) {
+            tools.extend(list.iter().cloned());
+        }
+    }
+    (!tools.is_empty()).then(|| (tools.len(), tokens::count(&Value::Array(tools).to_string())))
+}
