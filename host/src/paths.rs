@@ -38,18 +38,6 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, flushed to
 /// disk, then renamed over it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    replace(path, bytes, true)
-}
-
-/// [`write_atomic`] without waiting for the disk: readers see the old or the new bytes,
-/// never a mix, but a power loss may keep the old. For a file rewritten on every call
-/// (the audit head) whose neighbours are not flushed either, where a flush would cost
-/// most of a call.
-pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    replace(path, bytes, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path
         .parent()
@@ -73,9 +61,7 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        if sync {
-            f.sync_all()?;
-        }
+        f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

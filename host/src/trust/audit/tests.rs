@@ -118,3 +118,24 @@ fn a_forged_line_with_a_recomputed_chain_but_no_head_update_is_found() {
     rewrite(&log, &l);
     assert_eq!(bad_line(&log), 3);
 }
+
+#[test]
+fn the_head_is_rewritten_in_place_whatever_its_size_before() {
+    let (d, log) = trail(2);
+    let head = d.path().join(HEAD);
+    assert_eq!(std::fs::metadata(&head).map(|m| m.len()).ok(), Some(128));
+    // As older versions wrote it (unpadded), and padded past the fixed size: both are
+    // read, continued and left exactly `HEAD_BYTES` long.
+    let read = || std::fs::read_to_string(&head).unwrap_or_else(|e| panic!("{e}"));
+    let unpadded = |text: String| text.trim_end().to_owned();
+    let overlong = |text: String| format!("{text}{}", " ".repeat(300));
+    for variant in [unpadded, overlong] {
+        std::fs::write(&head, variant(read())).unwrap_or_else(|e| panic!("{e}"));
+        log.record("call", json!({}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::metadata(&head).map(|m| m.len()).ok(), Some(128));
+        let text = read();
+        assert!(text.trim_end().ends_with('}'), "{text:?}");
+    }
+    assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 4);
+}
