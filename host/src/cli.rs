@@ -202,6 +202,10 @@ pub enum McpCommand {
         /// instead of only what searches found.
         #[arg(long, value_name = "all", value_parser = ["all"])]
         expose: Option<String>,
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (loopback only; every
+        /// request needs the bearer token printed at start, or `EDGAR_SERVE_TOKEN`).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8737")]
+        http: Option<std::net::SocketAddr>,
     },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]

@@ -28,6 +28,8 @@ use crate::mcp::protocol::{
 };
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 
+pub mod http;
+
 /// Which subscription a notification belongs to (the stateless era).
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 

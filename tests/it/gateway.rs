@@ -19,14 +19,10 @@ fn tag(test: &str) -> String {
 #[test]
 fn the_python_sdk_client_searches_and_calls_through_it_in_either_era() {
     let python = installed("py/bin/python").display().to_string();
-    let server = fixture("python_server.py").display().to_string();
     let client = fixture("python_client.py").display().to_string();
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = tag("python");
-    user_config(
-        home.path(),
-        json!({"py": {"command": python, "args": [server], "env": {"EDGAR_TEST_TAG": t}}}),
-    );
+    python_server_config(home.path(), &t);
     for (mode, version) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
         let r = run(
             &python,
@@ -35,33 +31,270 @@ fn the_python_sdk_client_searches_and_calls_through_it_in_either_era() {
             b"",
         );
         assert_eq!(r.code, Some(0), "{mode}: {}", r.stderr);
-        let seen = r.json();
-        assert_eq!(seen["version"], version, "{mode}: {seen}");
-        assert_eq!(
-            seen["before"],
-            json!(["tool_search", "call_tool"]),
-            "{mode}"
-        );
-        assert_eq!(seen["unfound"]["error"], true, "{mode}: {seen}");
-        let unfound = seen["unfound"]["text"].as_str().unwrap_or_default();
-        assert!(unfound.contains("call tool_search first"), "{unfound}");
-        let search = seen["search"]["text"].as_str().unwrap_or_default();
-        assert!(search.contains("py__add"), "{mode}: {search}");
-        let after = seen["after"].as_array().cloned().unwrap_or_default();
-        assert!(after.contains(&json!("py__add")), "{mode}: {seen}");
-        assert_eq!(
-            seen["direct"],
-            json!({"text": "42", "error": false}),
-            "{mode}"
-        );
-        assert_eq!(seen["via"], json!({"text": "HI", "error": false}), "{mode}");
-        // The gateway checks arguments against the full schema before any call.
-        assert_eq!(seen["bad"]["error"], true, "{mode}: {seen}");
+        check_python_client(&r.json(), mode, version);
         assert!(
             procs_with_tag(&t).is_empty(),
             "{mode}: the upstream outlived its client"
         );
     }
+}
+
+fn python_server_config(home: &std::path::Path, tag: &str) {
+    let python = installed("py/bin/python").display().to_string();
+    let server = fixture("python_server.py").display().to_string();
+    user_config(
+        home,
+        json!({"py": {"command": python, "args": [server], "env": {"EDGAR_TEST_TAG": tag}}}),
+    );
+}
+
+/// What `python_client.py` saw: two tools at start, a refused unfound call, a search
+/// that adds `py__add` to the list, direct and `call_tool` calls, a bad argument refused.
+fn check_python_client(seen: &Value, mode: &str, version: &str) {
+    assert_eq!(seen["version"], version, "{mode}: {seen}");
+    assert_eq!(
+        seen["before"],
+        json!(["tool_search", "call_tool"]),
+        "{mode}"
+    );
+    assert_eq!(seen["unfound"]["error"], true, "{mode}: {seen}");
+    let unfound = seen["unfound"]["text"].as_str().unwrap_or_default();
+    assert!(unfound.contains("call tool_search first"), "{unfound}");
+    let search = seen["search"]["text"].as_str().unwrap_or_default();
+    assert!(search.contains("py__add"), "{mode}: {search}");
+    let after = seen["after"].as_array().cloned().unwrap_or_default();
+    assert!(after.contains(&json!("py__add")), "{mode}: {seen}");
+    assert_eq!(
+        seen["direct"],
+        json!({"text": "42", "error": false}),
+        "{mode}"
+    );
+    assert_eq!(seen["via"], json!({"text": "HI", "error": false}), "{mode}");
+    // The gateway checks arguments against the full schema before any call.
+    assert_eq!(seen["bad"]["error"], true, "{mode}: {seen}");
+}
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// `edgar mcp serve --http` on an ephemeral loopback port, and its URL.
+struct HttpGateway {
+    child: Child,
+    url: String,
+}
+
+impl HttpGateway {
+    fn start(home: &std::path::Path, args: &[&str]) -> HttpGateway {
+        let mut child = Command::new(EDGAR)
+            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("EDGAR_SERVE_TOKEN", TOKEN)
+            .env_remove("EDGAR_POLICY")
+            .current_dir(home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
+        let mut url = None;
+        let mut seen = String::new();
+        while url.is_none() {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("the gateway ended before serving: {seen}");
+            }
+            url = line
+                .trim()
+                .strip_prefix("edgar: serving MCP at ")
+                .map(str::to_owned);
+            seen.push_str(&line);
+        }
+        assert!(
+            !seen.contains(TOKEN),
+            "the chosen token was printed: {seen}"
+        );
+        // Drained, so the gateway never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        HttpGateway {
+            child,
+            url: url.unwrap_or_default(),
+        }
+    }
+
+    fn authority(&self) -> &str {
+        let rest = self.url.trim_start_matches("http://");
+        rest.split('/').next().unwrap_or(rest)
+    }
+
+    /// One raw HTTP/1.1 request: (status, body).
+    fn request(&self, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let mut stream =
+            std::net::TcpStream::connect(self.authority()).unwrap_or_else(|e| panic!("{e}"));
+        let mut head = format!(
+            "{method} /mcp HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !headers.iter().any(|(k, _)| *k == "host") {
+            head.push_str(&format!("host: {}\r\n", self.authority()));
+        }
+        write!(stream, "{head}\r\n{body}").unwrap_or_else(|e| panic!("{e}"));
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).unwrap_or_else(|e| panic!("{e}"));
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        (status, body.to_owned())
+    }
+
+    fn post(&self, message: Value) -> (u16, String) {
+        let auth = format!("Bearer {TOKEN}");
+        self.request(
+            "POST",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            &message.to_string(),
+        )
+    }
+
+    /// SIGTERM, as a user's Ctrl-C or a service manager ends it; its exit code.
+    fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!("the gateway did not stop on SIGTERM");
+    }
+}
+
+#[test]
+fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
+    let python = installed("py/bin/python").display().to_string();
+    let client = fixture("python_client.py").display().to_string();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("python-http");
+    python_server_config(home.path(), &t);
+    for (mode, version) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let gw = HttpGateway::start(home.path(), &[]);
+        let out = Command::new(&python)
+            .args([client.as_str(), mode, gw.url.as_str()])
+            .env("EDGAR_SERVE_TOKEN", TOKEN)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {stderr}");
+        let seen: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{mode}: {e}: {stderr}"));
+        check_python_client(&seen, mode, version);
+        assert_eq!(gw.stop(), Some(143), "{mode}");
+        assert!(
+            procs_with_tag(&t).is_empty(),
+            "{mode}: the upstream outlived the gateway"
+        );
+    }
+}
+
+/// Only a request with the token, for this address, from no web page, is answered; and
+/// eight clients calling at once each get their own answers.
+#[test]
+fn over_http_it_answers_only_its_token_and_serves_clients_at_once() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("http");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let gw = HttpGateway::start(home.path(), &[]);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let json_type = ("content-type", "application/json");
+    let auth = format!("Bearer {TOKEN}");
+    let bearer = ("authorization", auth.as_str());
+    assert_eq!(gw.request("POST", &[json_type], &ping).0, 401);
+    let wrong = [
+        json_type,
+        ("authorization", "Bearer test-token-0123456789abcdeX"),
+    ];
+    assert_eq!(gw.request("POST", &wrong, &ping).0, 401);
+    let rebound = [json_type, bearer, ("host", "evil.example:80")];
+    assert_eq!(gw.request("POST", &rebound, &ping).0, 403);
+    let page = [json_type, bearer, ("origin", "https://evil.example")];
+    assert_eq!(gw.request("POST", &page, &ping).0, 403);
+    let (code, body) = gw.request("POST", &[json_type, bearer], &ping);
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&body).ok()),
+        (200, Some(json!({"jsonrpc": "2.0", "id": 1, "result": {}})))
+    );
+    assert_eq!(gw.request("GET", &[bearer], "").0, 405);
+    assert_eq!(
+        gw.request("POST", &[bearer, ("content-type", "text/plain")], &ping)
+            .0,
+        415
+    );
+    let (code, body) = gw.request("POST", &[json_type, bearer], "{not json");
+    assert_eq!(code, 400, "{body}");
+
+    // After `initialize`, a search whose answer grows the list comes as an event
+    // stream: the list change, then the answer.
+    let (code, body) = gw.post(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}));
+    assert!(code == 200 && body.contains("\"serverInfo\""), "{body}");
+    let (code, body) = gw.post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "tool_search", "arguments": {"query": "f__add"}}}));
+    assert_eq!(code, 200);
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert_eq!(events.len(), 2, "{body}");
+    assert_eq!(events[0]["method"], "notifications/tools/list_changed");
+    assert_eq!(events[1]["id"], 2);
+
+    let gw = std::sync::Arc::new(gw);
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let gw = gw.clone();
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    let (code, body) = gw
+                        .post(json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                        "params": {"name": "f__add", "arguments": {"a": c * 100, "b": i}}}));
+                    assert_eq!(code, 200, "{body}");
+                    let v: Value =
+                        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+                    assert_eq!(
+                        v["result"]["content"][0]["text"],
+                        (c * 100 + i).to_string(),
+                        "{v}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap_or_else(|_| panic!("a client failed"));
+    }
+    let gw = std::sync::Arc::try_unwrap(gw).unwrap_or_else(|_| panic!("still shared"));
+    assert_eq!(gw.stop(), Some(143));
+    assert!(procs_with_tag(&t).is_empty());
 }
 
 /// `edgar mcp serve` driven one line at a time.

@@ -29,7 +29,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             reserve,
             servers,
             expose,
-        } => super::serve::run(print_config, reserve, &servers, expose.is_some()),
+            http,
+        } => super::serve::run(print_config, reserve, &servers, expose.is_some(), http),
         McpCommand::ExampleServer => {
             edgar_host::mcp::example_server::serve(&cwd)?;
             Ok(ExitCode::SUCCESS)

@@ -1,6 +1,7 @@
 //! `edgar mcp serve`: the gateway on stdio, and the snippets that put it in a client's
 //! configuration.
 
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::Gateway;
+use edgar_host::gateway::http::{self, Secret};
 use edgar_host::tools::search_tool::ToolSearch;
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
@@ -21,6 +23,7 @@ pub fn run(
     reserve: usize,
     servers: &[String],
     expose_all: bool,
+    http: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
     if let Some(client) = print_config {
         let exe = std::env::current_exe().context("cannot tell where edgar is installed")?;
@@ -37,17 +40,51 @@ pub fn run(
         }
         config.servers.retain(|s| servers.contains(&s.name));
     }
+    if let Some(addr) = http
+        && !addr.ip().is_loopback()
+    {
+        bail!("--http serves on a loopback address only (127.0.0.1 or ::1), not {addr}");
+    }
     note_held(&config);
     runtime()?.block_on(async {
         // stdin carries the protocol: nobody can be asked anything there.
         let session = Arc::new(session_for(&config, &cwd, false));
         let search = ToolSearch::new(reserve);
         let gateway = Gateway::new(session.clone(), search, expose_all);
-        let served = guarded(&session, gateway.serve(input(), output())).await;
+        let served = match http {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr}"))?;
+                let secret = secret()?;
+                let url = format!("http://{}{}", listener.local_addr()?, http::PATH);
+                eprintln!("edgar: serving MCP at {url}");
+                guarded(&session, http::serve(gateway, listener, secret))
+                    .await
+                    .with_context(|| format!("serving MCP at {url}"))
+            }
+            None => guarded(&session, gateway.serve(input(), output()))
+                .await
+                .context("serving MCP on stdio"),
+        };
         session.close().await;
-        served.context("serving MCP on stdio")?;
+        served?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `EDGAR_SERVE_TOKEN` when set (so a client's config can hold it), else a new secret
+/// shown once on stderr.
+fn secret() -> anyhow::Result<Secret> {
+    if let Ok(value) = std::env::var("EDGAR_SERVE_TOKEN") {
+        return Secret::from_env(value).context("EDGAR_SERVE_TOKEN must be at least 16 characters");
+    }
+    let secret = Secret::generate().context("cannot make a bearer token")?;
+    eprintln!(
+        "edgar: clients must send `Authorization: Bearer {}` (or set EDGAR_SERVE_TOKEN)",
+        secret.expose()
+    );
+    Ok(secret)
 }
 
 /// The protocol's input: stdin, read straight from the event loop when it is a pipe (as
