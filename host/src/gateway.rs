@@ -28,7 +28,10 @@ use crate::mcp::protocol::{
 };
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 
+pub mod elicit;
 pub mod http;
+
+use elicit::Forward;
 
 /// Which subscription a notification belongs to (the stateless era).
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -56,6 +59,8 @@ pub struct Gateway {
     /// Open `subscriptions/listen` requests for tool list changes (stateless clients),
     /// by request id.
     listeners: Mutex<Vec<Value>>,
+    /// The session's handler: upstream elicitation goes to a stdio client that takes it.
+    forward: Arc<Forward>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -67,13 +72,21 @@ type Reply = Result<Value, (i64, String)>;
 impl Gateway {
     /// A gateway serving found tools, or with `expose_all` every tool of every server
     /// from the first `tools/list` (which then discovers every server).
-    pub fn new(session: Arc<Session>, search: ToolSearch, expose_all: bool) -> Arc<Gateway> {
+    /// `forward` must be the session's handler, so what upstream servers elicit reaches
+    /// the client.
+    pub fn new(
+        session: Arc<Session>,
+        search: ToolSearch,
+        expose_all: bool,
+        forward: Arc<Forward>,
+    ) -> Arc<Gateway> {
         Arc::new(Gateway {
             session,
             search,
             expose_all,
             initialized: AtomicBool::new(false),
             listeners: Mutex::default(),
+            forward,
         })
     }
 
@@ -124,6 +137,7 @@ impl Gateway {
                 self.dispatch(m, &tx, &running).await;
             }
         };
+        self.forward.disconnect();
         for (_, task) in lock(&running).drain() {
             task.abort();
         }
@@ -154,6 +168,9 @@ impl Gateway {
                 let _ = tx.send(ack).await;
             }
             Incoming::Request { id, method, params } => {
+                if method == "initialize" {
+                    self.forward.connect(&params["capabilities"], tx);
+                }
                 let key = id.to_string();
                 let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
                 let key2 = key.clone();
@@ -181,8 +198,16 @@ impl Gateway {
                     .send(protocol::error_response(&id, -32600, &reason))
                     .await;
             }
-            // The gateway sends the client no requests, so it expects no answers.
-            Incoming::Response { .. } => {}
+            // Answers to the elicitation requests forwarded to the client.
+            Incoming::Response {
+                id: Some(id),
+                outcome,
+            } => {
+                let outcome =
+                    outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
+                self.forward.answered(id, outcome);
+            }
+            Incoming::Response { id: None, .. } => {}
         }
     }
 

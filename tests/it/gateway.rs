@@ -214,6 +214,64 @@ fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
 
 /// Only a request with the token, for this address, from no web page, is answered; and
 /// eight clients calling at once each get their own answers.
+#[test]
+fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherwise() {
+    let python = installed("py/bin/python").display().to_string();
+    let client = fixture("python_client.py").display().to_string();
+    let server = fixture("python_server.py").display().to_string();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("elicit");
+    // The handshake era, where the server asks with a request of its own (the stateless
+    // era's input requests reach the same handler).
+    user_config(
+        home.path(),
+        json!({"py": {"command": python, "args": [server], "protocol": "handshake",
+                      "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let book = |mode: &str| {
+        let out = Command::new(&python)
+            .args([client.as_str(), mode, EDGAR, "mcp", "serve"])
+            .env("HOME", home.path())
+            .env("XDG_CACHE_HOME", home.path().join("cache"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("EDGAR_TEST_ELICIT", "1")
+            .env_remove("EDGAR_POLICY")
+            .current_dir(home.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{mode}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<Value>(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    // A handshake client declared elicitation: its user is asked, told which server asks.
+    let seen = book("legacy");
+    assert_eq!(
+        seen["asked"],
+        json!(["[py] How many guests at t7?"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["book"],
+        json!({"text": "booked t7 for 4", "error": false})
+    );
+    // A stateless client cannot be asked mid-call: declined, never answered for it.
+    let seen = book("auto");
+    assert_eq!(seen["version"], "2026-07-28");
+    assert_eq!(seen["asked"], json!([]), "{seen}");
+    assert_eq!(
+        seen["book"],
+        json!({"text": "not booked: decline", "error": false})
+    );
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "the upstream outlived its client"
+    );
+}
+
 /// What `rmcp-client` saw in `era`: two tools, a search that adds `py__add`, and
 /// both ways of calling it answered by the Python server.
 fn check_rmcp_client(r: &edgar_tests::Run, era: &str, how: &str) {

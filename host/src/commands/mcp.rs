@@ -422,6 +422,32 @@ pub(crate) fn session(config: &Config, cwd: &std::path::Path) -> Session {
 /// The CLI's session, asking a human at the terminal only when `terminal` says one is
 /// there (never when stdin carries a protocol).
 pub(crate) fn session_for(config: &Config, cwd: &std::path::Path, terminal: bool) -> Session {
+    session_with(config, cwd, ask_human(config, terminal))
+}
+
+/// The CLI's elicitation handler: the human at the terminal, if there is one; otherwise
+/// only servers that opted in get their own defaults back.
+pub(crate) fn ask_human(
+    config: &Config,
+    terminal: bool,
+) -> std::sync::Arc<dyn edgar_host::mcp::ClientHandler> {
+    std::sync::Arc::new(edgar_host::mcp::elicitation::AskHuman {
+        terminal,
+        defaults_for: config
+            .servers
+            .iter()
+            .filter(|s| s.elicitation_defaults)
+            .map(|s| s.name.clone())
+            .collect(),
+    })
+}
+
+/// The CLI's session with `handler` answering what servers ask.
+pub(crate) fn session_with(
+    config: &Config,
+    cwd: &std::path::Path,
+    handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
+) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     // A command ends when it has answered: a discovery left running in the background
     // would be cut off at exit and never cached, so the CLI waits for each server (under
@@ -430,15 +456,7 @@ pub(crate) fn session_for(config: &Config, cwd: &std::path::Path, terminal: bool
     if let Some(state) = edgar_host::trust::state_dir() {
         opts = opts.with_trust(&state);
     }
-    opts.handler = std::sync::Arc::new(edgar_host::mcp::elicitation::AskHuman {
-        terminal,
-        defaults_for: config
-            .servers
-            .iter()
-            .filter(|s| s.elicitation_defaults)
-            .map(|s| s.name.clone())
-            .collect(),
-    });
+    opts.handler = handler;
     opts.credentials = super::sign_in::store().ok();
     Session::new(config, opts)
 }

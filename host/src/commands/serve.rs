@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::Gateway;
+use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
 use edgar_host::tools::search_tool::ToolSearch;
 use serde_json::json;
@@ -16,7 +17,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
 
 use crate::cli::ClientKind;
 
-use super::mcp::{guarded, load, note_held, runtime, session_for};
+use super::mcp::{ask_human, guarded, load, note_held, runtime, session_with};
 
 pub fn run(
     print_config: Option<ClientKind>,
@@ -47,10 +48,12 @@ pub fn run(
     }
     note_held(&config);
     runtime()?.block_on(async {
-        // stdin carries the protocol: nobody can be asked anything there.
-        let session = Arc::new(session_for(&config, &cwd, false));
+        // stdin carries the protocol: nobody can be asked anything there, but the
+        // client may ask its user what upstream servers elicit.
+        let forward = Forward::new(ask_human(&config, false));
+        let session = Arc::new(session_with(&config, &cwd, forward.clone()));
         let search = ToolSearch::new(reserve);
-        let gateway = Gateway::new(session.clone(), search, expose_all);
+        let gateway = Gateway::new(session.clone(), search, expose_all, forward);
         let served = match http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr)
