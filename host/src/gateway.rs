@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 
 use crate::mcp::McpError;
 use crate::mcp::client::Session;
+use crate::mcp::connection::{PROGRESS, ProgressSink};
 use crate::mcp::protocol::{
     self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
 };
@@ -287,7 +288,11 @@ impl Gateway {
             "tools/call" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or("");
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
-                self.call(name, args, tx).await
+                let token = params["_meta"]
+                    .get("progressToken")
+                    .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
+                let progress = token.map(|t| progress_sink(t.clone(), tx.clone()));
+                self.call(name, args, tx, progress).await
             }
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
         }
@@ -368,7 +373,13 @@ impl Gateway {
         tools
     }
 
-    async fn call(&self, name: &str, args: Value, tx: &mpsc::Sender<Vec<u8>>) -> Reply {
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        tx: &mpsc::Sender<Vec<u8>>,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
         match name {
             TOOL_SEARCH => {
                 let Some(query) = args.get("query").and_then(Value::as_str) else {
@@ -386,9 +397,9 @@ impl Gateway {
                     return Err((INVALID_PARAMS, "call_tool needs the name of a tool".into()));
                 };
                 let inner = args.get("arguments").cloned().unwrap_or(json!({}));
-                self.call_found(target, inner).await
+                self.call_found(target, inner, progress).await
             }
-            other => self.call_found(other, args).await,
+            other => self.call_found(other, args, progress).await,
         }
     }
 
@@ -408,7 +419,7 @@ impl Gateway {
 
     /// Calls a tool a search returned; anything else is refused with what to do instead,
     /// so a client never calls a tool whose schema it has not seen.
-    async fn call_found(&self, name: &str, args: Value) -> Reply {
+    async fn call_found(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Reply {
         if !self.expose_all && !self.search.found().iter().any(|t| t.name() == name) {
             return Ok(text_result(
                 &format!(
@@ -418,13 +429,27 @@ impl Gateway {
                 true,
             ));
         }
-        match self.session.call(name, args).await {
+        let call = self.session.call(name, args);
+        let called = match progress {
+            Some(sink) => PROGRESS.scope(sink, call).await,
+            None => call.await,
+        };
+        match called {
             Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
                 text_result(&format!("edgar could not encode the result: {e}"), true)
             })),
             Err(e) => Ok(text_result(&failure(&e), true)),
         }
     }
+}
+
+/// Passes an upstream call's progress to the client under the token it chose. Progress
+/// is lossy: when the client reads slower than the server reports, updates are dropped.
+fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> ProgressSink {
+    Arc::new(move |mut update: Value| {
+        update["progressToken"] = token.clone();
+        let _ = tx.try_send(protocol::notification("notifications/progress", update));
+    })
 }
 
 /// An upstream failure as the client's model reads it (a tool error, not a protocol

@@ -272,6 +272,64 @@ fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherw
     );
 }
 
+#[test]
+fn an_upstream_calls_progress_reaches_the_client_in_either_era_and_transport() {
+    let python = installed("py/bin/python").display().to_string();
+    let client = fixture("python_client.py").display().to_string();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("progress");
+    python_server_config(home.path(), &t);
+    let gw = HttpGateway::start(home.path(), &[]);
+    for mode in ["legacy", "auto"] {
+        for target in [EDGAR, gw.url.as_str()] {
+            let mut args = vec![client.as_str(), mode, target];
+            if target == EDGAR {
+                args.extend(["mcp", "serve"]);
+            }
+            let out = Command::new(&python)
+                .args(&args)
+                .env("HOME", home.path())
+                .env("XDG_CACHE_HOME", home.path().join("cache"))
+                .env("XDG_CONFIG_HOME", home.path().join("config"))
+                .env("EDGAR_TEST_PROGRESS", "1")
+                .env("EDGAR_SERVE_TOKEN", TOKEN)
+                .env_remove("EDGAR_POLICY")
+                .current_dir(home.path())
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let how = format!("{mode} via {target}");
+            assert!(
+                out.status.success(),
+                "{how}: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let seen: Value =
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+            assert_eq!(
+                seen["count"],
+                json!({"text": "counted to 3", "error": false}),
+                "{how}"
+            );
+            // Under the client's own token, in order, with the server's totals and words.
+            assert_eq!(
+                seen["progress"],
+                json!([
+                    [1.0, 3.0, "step 1"],
+                    [2.0, 3.0, "step 2"],
+                    [3.0, 3.0, "step 3"]
+                ]),
+                "{how}"
+            );
+        }
+    }
+    assert_eq!(gw.stop(), Some(143));
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "an upstream outlived the gateway"
+    );
+}
+
 /// What `rmcp-client` saw in `era`: two tools, a search that adds `py__add`, and
 /// both ways of calling it answered by the Python server.
 fn check_rmcp_client(r: &edgar_tests::Run, era: &str, how: &str) {

@@ -6,10 +6,12 @@
 //! come with the answer. No session ids and no standalone GET stream: every client
 //! shares the gateway's found tools, and a dropped connection cancels its call.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming as Body;
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -127,7 +129,7 @@ fn authorities(addr: SocketAddr) -> Vec<String> {
 }
 
 impl Front {
-    async fn respond(&self, req: Request<Body>) -> Response<Full<Bytes>> {
+    async fn respond(&self, req: Request<Body>) -> Reply {
         if req.uri().path() != PATH {
             return status(StatusCode::NOT_FOUND, "edgar serves MCP at /mcp");
         }
@@ -208,48 +210,109 @@ impl Front {
                 with_body(StatusCode::OK, "application/json", reply)
             }
             // Cancellation over HTTP is the client closing its connection.
-            Incoming::Notification { .. } | Incoming::Response { .. } => Response::builder()
-                .status(StatusCode::ACCEPTED)
-                .body(Full::default())
-                .unwrap_or_default(),
+            Incoming::Notification { .. } | Incoming::Response { .. } => {
+                let mut r = Response::new(Full::default().boxed());
+                *r.status_mut() = StatusCode::ACCEPTED;
+                r
+            }
         }
     }
 
-    /// The answer to one request, after any notifications it caused (as an event stream).
-    async fn answer(&self, id: Value, method: String, params: Value) -> Response<Full<Bytes>> {
+    /// The answer to one request: JSON when it comes before any notification, else an
+    /// event stream that carries each notification as it happens (a call's progress, a
+    /// grown tool list) and ends with the answer. A client that goes away drops the
+    /// stream, and with it the call.
+    async fn answer(&self, id: Value, method: String, params: Value) -> Reply {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
-        let gateway = &self.gateway;
-        let answer = async move { gateway.answer(&id, &method, params, &tx).await };
-        let notes = async {
-            let mut notes = Vec::new();
-            while let Some(n) = rx.recv().await {
-                notes.push(n);
+        let gateway = self.gateway.clone();
+        let mut answer = Box::pin(async move { gateway.answer(&id, &method, params, &tx).await });
+        let first = tokio::select! {
+            reply = &mut answer => {
+                let mut notes = Vec::new();
+                while let Ok(n) = rx.try_recv() {
+                    notes.push(n);
+                }
+                if notes.is_empty() {
+                    return with_body(StatusCode::OK, "application/json", reply);
+                }
+                let mut stream = Vec::new();
+                for message in notes.iter().chain(std::iter::once(&reply)) {
+                    stream.extend_from_slice(&event(message));
+                }
+                return with_body(StatusCode::OK, "text/event-stream", stream);
             }
-            notes
+            Some(note) = rx.recv() => note,
         };
-        let (reply, notes) = tokio::join!(answer, notes);
-        if notes.is_empty() {
-            return with_body(StatusCode::OK, "application/json", reply);
-        }
-        let mut stream = Vec::new();
-        for message in notes.iter().chain(std::iter::once(&reply)) {
-            stream.extend_from_slice(b"event: message\ndata: ");
-            stream.extend_from_slice(message);
-            stream.extend_from_slice(b"\n\n");
-        }
-        with_body(StatusCode::OK, "text/event-stream", stream)
+        let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            if body_tx.send(event(&first)).await.is_err() {
+                return;
+            }
+            let reply = loop {
+                tokio::select! {
+                    reply = &mut answer => break reply,
+                    // The client went away: dropping the call cancels it upstream.
+                    () = body_tx.closed() => return,
+                    Some(note) = rx.recv() => {
+                        if body_tx.send(event(&note)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            };
+            while let Ok(note) = rx.try_recv() {
+                if body_tx.send(event(&note)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = body_tx.send(event(&reply)).await;
+        });
+        let mut r = Response::new(Streamed(body_rx).boxed());
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
     }
 }
 
-fn with_body(code: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+type Reply = Response<BoxBody<Bytes, Infallible>>;
+
+/// One JSON-RPC message as a server-sent event.
+fn event(message: &[u8]) -> Bytes {
+    let mut e = Vec::with_capacity(message.len() + 24);
+    e.extend_from_slice(b"event: message\ndata: ");
+    e.extend_from_slice(message);
+    e.extend_from_slice(b"\n\n");
+    Bytes::from(e)
+}
+
+/// A response body fed as events happen; it ends when the sender is dropped.
+struct Streamed(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Streamed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok(hyper::body::Frame::data(c))))
+    }
+}
+
+fn with_body(code: StatusCode, content_type: &'static str, body: Vec<u8>) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
     *r.status_mut() = code;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
-fn status(code: StatusCode, text: &str) -> Response<Full<Bytes>> {
+fn status(code: StatusCode, text: &str) -> Reply {
     let mut body = text.as_bytes().to_vec();
     body.push(b'\n');
     with_body(code, "text/plain; charset=utf-8", body)

@@ -26,6 +26,20 @@ const INTERNAL_ERROR: i64 = -32603;
 /// JSON-RPC "invalid request": the answer to a request too large or deep to decode.
 const INVALID_REQUEST: i64 = -32600;
 
+/// Where a tool call's progress goes: the server's `notifications/progress` params
+/// (`progress`, and `total` and `message` when given), checked and clamped.
+pub type ProgressSink = Arc<dyn Fn(Value) + Send + Sync>;
+
+tokio::task_local! {
+    /// Set around a call by a caller that wants its progress (`edgar mcp serve`, for a
+    /// client that sent a `progressToken`): `tools/call` requests made within then carry
+    /// a token of ours, and the server's progress on it reaches the sink.
+    pub static PROGRESS: ProgressSink;
+}
+
+/// Longest progress message passed on.
+const MAX_PROGRESS_MESSAGE: usize = 1000;
+
 /// What a transport hands the connection.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -239,6 +253,8 @@ struct Shared {
     next_id: AtomicU64,
     list_changed: Arc<Notify>,
     server_requests: Arc<Semaphore>,
+    /// Calls whose progress someone follows, by the token we sent (the request id).
+    progress: Mutex<HashMap<u64, ProgressSink>>,
 }
 
 impl Connection {
@@ -251,6 +267,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             list_changed: Arc::new(Notify::new()),
             server_requests: Arc::new(Semaphore::new(MAX_SERVER_REQUESTS)),
+            progress: Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch(
             server.to_owned(),
@@ -322,6 +339,9 @@ impl Connection {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
+        let mut params = params;
+        let followed = method == "tools/call" && self.follow_progress(id, &mut params);
+        let _unfollow = followed.then(|| Unfollow(&self.shared, id));
         let stamp = self.stamp();
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
@@ -369,6 +389,23 @@ impl Connection {
                 })
             }
         }
+    }
+
+    /// Gives request `id` a progress token (its id) when the caller follows progress.
+    fn follow_progress(&self, id: u64, params: &mut Value) -> bool {
+        let Ok(sink) = PROGRESS.try_with(Arc::clone) else {
+            return false;
+        };
+        let Some(p) = params.as_object_mut() else {
+            return false;
+        };
+        let meta = p.entry("_meta").or_insert_with(|| json!({}));
+        let Some(meta) = meta.as_object_mut() else {
+            return false;
+        };
+        meta.insert("progressToken".into(), json!(id));
+        lock(&self.shared.progress).insert(id, sink);
+        true
     }
 
     pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
@@ -489,6 +526,35 @@ async fn dispatch(
     lock(&shared.pending).clear();
 }
 
+/// Stops following a request's progress when its exchange ends, however it ends.
+struct Unfollow<'a>(&'a Shared, u64);
+
+impl Drop for Unfollow<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.progress).remove(&self.1);
+    }
+}
+
+/// A server's progress params as passed on: numbers and a clamped message, nothing else
+/// (the token is the follower's own). `None` when `progress` is not a number.
+fn progress_update(params: &Value) -> Option<Value> {
+    let progress = params.get("progress").filter(|p| p.is_number())?;
+    let mut update = json!({"progress": progress});
+    if let Some(total) = params.get("total").filter(|t| t.is_number()) {
+        update["total"] = total.clone();
+    }
+    if let Some(m) = params.get("message").and_then(Value::as_str) {
+        let end = m
+            .char_indices()
+            .map(|(i, c)| i + c.len_utf8())
+            .take_while(|end| *end <= MAX_PROGRESS_MESSAGE)
+            .last()
+            .unwrap_or(0);
+        update["message"] = json!(&m[..end]);
+    }
+    Some(update)
+}
+
 fn notification(server: &str, method: &str, params: &Value, shared: &Shared) {
     match method {
         "notifications/tools/list_changed" => shared.list_changed.notify_one(),
@@ -504,7 +570,12 @@ fn notification(server: &str, method: &str, params: &Value, shared: &Shared) {
             tracing::info!(server, level, "server log: {}", shown(&data));
         }
         "notifications/progress" => {
-            tracing::debug!(server, "progress: {}", shown(&params.to_string()))
+            tracing::debug!(server, "progress: {}", shown(&params.to_string()));
+            let token = params.get("progressToken").and_then(Value::as_u64);
+            let sink = token.and_then(|t| lock(&shared.progress).get(&t).cloned());
+            if let (Some(sink), Some(update)) = (sink, progress_update(params)) {
+                sink(update);
+            }
         }
         other => tracing::debug!(server, "notification {}", shown(other)),
     }
@@ -636,6 +707,21 @@ mod tests {
             sent(json!({"name": "t", "_meta": {"progressToken": 1}})),
             head(json!({"_meta": merged, "name": "t"}))
         );
+    }
+
+    #[test]
+    fn progress_is_passed_on_as_numbers_and_a_clamped_message() {
+        assert_eq!(progress_update(&json!({"progressToken": 1})), None);
+        assert_eq!(progress_update(&json!({"progress": "1"})), None);
+        let u =
+            progress_update(&json!({"progressToken": 1, "progress": 2, "total": "x", "extra": 1}));
+        assert_eq!(u, Some(json!({"progress": 2})));
+        let long = "é".repeat(MAX_PROGRESS_MESSAGE);
+        let u = progress_update(&json!({"progress": 0.5, "total": 1, "message": long}))
+            .unwrap_or_default();
+        assert_eq!(u["total"], 1);
+        let m = u["message"].as_str().unwrap_or_default();
+        assert!(m.len() <= MAX_PROGRESS_MESSAGE && m.len() >= MAX_PROGRESS_MESSAGE - 1);
     }
 
     #[test]
