@@ -78,6 +78,27 @@ fn check_python_client(seen: &Value, mode: &str, version: &str) {
 const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// `edgar mcp serve --http` on an ephemeral loopback port, and its URL.
+/// Runs `python_client.py` with `args` in `home`'s environment (plus `env`, and the
+/// gateway's token for HTTP): what it saw.
+fn python_client(home: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let out = Command::new(installed("py/bin/python"))
+        .arg(fixture("python_client.py"))
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("EDGAR_SERVE_TOKEN", TOKEN)
+        .env_remove("EDGAR_POLICY")
+        .envs(env.iter().copied())
+        .current_dir(home)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}{stderr}"))
+}
+
 struct HttpGateway {
     child: Child,
     url: String,
@@ -187,22 +208,12 @@ impl HttpGateway {
 
 #[test]
 fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
-    let python = installed("py/bin/python").display().to_string();
-    let client = fixture("python_client.py").display().to_string();
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = tag("python-http");
     python_server_config(home.path(), &t);
     for (mode, version) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
         let gw = HttpGateway::start(home.path(), &[]);
-        let out = Command::new(&python)
-            .args([client.as_str(), mode, gw.url.as_str()])
-            .env("EDGAR_SERVE_TOKEN", TOKEN)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{mode}: {stderr}");
-        let seen: Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{mode}: {e}: {stderr}"));
+        let seen = python_client(home.path(), &[mode, &gw.url], &[]);
         check_python_client(&seen, mode, version);
         assert_eq!(gw.stop(), Some(143), "{mode}");
         assert!(
@@ -217,7 +228,6 @@ fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
 #[test]
 fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherwise() {
     let python = installed("py/bin/python").display().to_string();
-    let client = fixture("python_client.py").display().to_string();
     let server = fixture("python_server.py").display().to_string();
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = tag("elicit");
@@ -229,23 +239,11 @@ fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherw
                       "env": {"EDGAR_TEST_TAG": t}}}),
     );
     let book = |mode: &str| {
-        let out = Command::new(&python)
-            .args([client.as_str(), mode, EDGAR, "mcp", "serve"])
-            .env("HOME", home.path())
-            .env("XDG_CACHE_HOME", home.path().join("cache"))
-            .env("XDG_CONFIG_HOME", home.path().join("config"))
-            .env("EDGAR_TEST_ELICIT", "1")
-            .env_remove("EDGAR_POLICY")
-            .current_dir(home.path())
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{mode}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_str::<Value>(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+        python_client(
+            home.path(),
+            &[mode, EDGAR, "mcp", "serve"],
+            &[("EDGAR_TEST_ELICIT", "1")],
+        )
     };
     // A handshake client declared elicitation: its user is asked, told which server asks.
     let seen = book("legacy");
@@ -274,38 +272,18 @@ fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherw
 
 #[test]
 fn an_upstream_calls_progress_reaches_the_client_in_either_era_and_transport() {
-    let python = installed("py/bin/python").display().to_string();
-    let client = fixture("python_client.py").display().to_string();
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = tag("progress");
     python_server_config(home.path(), &t);
     let gw = HttpGateway::start(home.path(), &[]);
     for mode in ["legacy", "auto"] {
         for target in [EDGAR, gw.url.as_str()] {
-            let mut args = vec![client.as_str(), mode, target];
+            let mut args = vec![mode, target];
             if target == EDGAR {
                 args.extend(["mcp", "serve"]);
             }
-            let out = Command::new(&python)
-                .args(&args)
-                .env("HOME", home.path())
-                .env("XDG_CACHE_HOME", home.path().join("cache"))
-                .env("XDG_CONFIG_HOME", home.path().join("config"))
-                .env("EDGAR_TEST_PROGRESS", "1")
-                .env("EDGAR_SERVE_TOKEN", TOKEN)
-                .env_remove("EDGAR_POLICY")
-                .current_dir(home.path())
-                .output()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let stdout = String::from_utf8_lossy(&out.stdout);
+            let seen = python_client(home.path(), &args, &[("EDGAR_TEST_PROGRESS", "1")]);
             let how = format!("{mode} via {target}");
-            assert!(
-                out.status.success(),
-                "{how}: {stdout}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let seen: Value =
-                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
             assert_eq!(
                 seen["count"],
                 json!({"text": "counted to 3", "error": false}),
