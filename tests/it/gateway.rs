@@ -195,15 +195,20 @@ impl HttpGateway {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        for _ in 0..100 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        panic!("the gateway did not stop on SIGTERM");
+        exit_code(&mut self.child, "stop on SIGTERM")
     }
+}
+
+/// The gateway's exit code once it has ended (at most 10 s; killed and failed after).
+fn exit_code(child: &mut Child, should: &str) -> Option<i32> {
+    for _ in 0..100 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("the gateway did not {should}");
 }
 
 #[test]
@@ -663,14 +668,7 @@ impl Driver {
     /// Closes its input and waits for it to exit (at most 10 s).
     fn finish(mut self) -> Option<i32> {
         drop(self.input.take());
-        for _ in 0..100 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        panic!("the gateway did not exit at the end of its input");
+        exit_code(&mut self.child, "exit at the end of its input")
     }
 }
 

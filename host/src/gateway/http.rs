@@ -27,6 +27,13 @@ use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 /// The one path served.
 pub const PATH: &str = "/mcp";
 
+/// Connections served at once; a local program opening more cannot exhaust the
+/// gateway's file descriptors.
+const MAX_CONNECTIONS: usize = 256;
+
+/// Longest a connection may take to send a request's headers (idle keep-alive included).
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The bearer secret every request must carry; never printed by `Debug`.
 pub struct Secret(String);
 
@@ -98,18 +105,26 @@ pub async fn serve(
         authorities: authorities(addr),
     });
     let mut connections = JoinSet::new();
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // At the cap, stop accepting: new clients wait in the kernel's backlog.
+        let Ok(permit) = open.clone().acquire_owned().await else {
+            return Ok(());
+        };
         let (stream, _) = listener.accept().await?;
         // Finished connections are reaped as new ones come, so the set stays small.
         while connections.try_join_next().is_some() {}
         let front = front.clone();
         connections.spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let front = front.clone();
                 async move { Ok::<_, std::convert::Infallible>(front.respond(req).await) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(io, service)
                 .await
             {
