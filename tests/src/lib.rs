@@ -90,13 +90,10 @@ pub fn user_config(home: &Path, servers: serde_json::Value) {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Runs `bin` with `args` in an environment of its own (cache and config under `home`),
-/// feeding `stdin`.
-pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {
-    use std::io::Write;
-    let mut child = Command::new(bin)
-        .args(args)
-        .env("HOME", home)
+/// Gives `cmd` an environment of its own under `home` (its cache, config and state; no
+/// policy or directory the developer's shell may have set), run from `home`.
+pub fn in_home<'a>(cmd: &'a mut Command, home: &Path) -> &'a mut Command {
+    cmd.env("HOME", home)
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env_remove("EDGAR_CACHE_DIR")
@@ -105,6 +102,13 @@ pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {
         .env_remove("XDG_STATE_HOME")
         .env_remove("EDGAR_POLICY")
         .current_dir(home)
+}
+
+/// Runs `bin` with `args` in an environment of its own (cache and config under `home`),
+/// feeding `stdin`.
+pub fn run(bin: &str, home: &Path, args: &[&str], stdin: &[u8]) -> Run {
+    use std::io::Write;
+    let mut child = in_home(Command::new(bin).args(args), home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
