@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::mcp::ClientHandler;
+use crate::mcp::elicitation::escaped;
 use crate::mcp::protocol::{self, RpcError};
 
 /// Longest a forwarded question waits for the client's answer: a person reads and
@@ -48,16 +49,14 @@ impl Forward {
     }
 
     /// The client that sent `initialize` with `capabilities` can be asked from now on,
-    /// through `tx`, if it declared elicitation.
+    /// through `tx`, if it declared elicitation (a client that greets again without it
+    /// is no longer asked).
     pub(super) fn connect(&self, capabilities: &Value, tx: &mpsc::Sender<Vec<u8>>) {
-        let Some(e) = capabilities.get("elicitation").filter(|e| e.is_object()) else {
-            return;
-        };
-        let url = e.get("url").is_some_and(Value::is_object);
-        *lock(&self.client) = Some(Client {
+        let declared = capabilities.get("elicitation").filter(|e| e.is_object());
+        *lock(&self.client) = declared.map(|e| Client {
             tx: tx.clone(),
             pending: Arc::default(),
-            url,
+            url: e.get("url").is_some_and(Value::is_object),
         });
     }
 
@@ -89,8 +88,9 @@ impl Forward {
             return None;
         }
         let mut params = params.clone();
+        // The client shows it to a person: the server named, its words escaped.
         let message = params.get("message").and_then(Value::as_str).unwrap_or("");
-        params["message"] = json!(format!("[{server}] {message}"));
+        params["message"] = json!(format!("[{server}] {}", escaped(message)));
         if let Some(meta) = params.as_object_mut() {
             meta.remove("_meta");
         }
@@ -191,13 +191,13 @@ mod tests {
         let asked = tokio::task::spawn_blocking(move || {
             asker.elicit(
                 "gh",
-                &json!({"message": "Which repo?", "requestedSchema": {}}),
+                &json!({"message": "Which repo?\u{1b}[2J", "requestedSchema": {}}),
             )
         });
         let request = rx.recv().await.unwrap_or_default();
         let request: Value = serde_json::from_slice(&request).unwrap_or_default();
         assert_eq!(request["method"], "elicitation/create");
-        assert_eq!(request["params"]["message"], "[gh] Which repo?");
+        assert_eq!(request["params"]["message"], "[gh] Which repo?\\u{1b}[2J");
         let id = request["id"].as_u64().unwrap_or_default();
         assert!(!f.answered(id + 1, Ok(json!({"action": "accept"}))));
         assert!(f.answered(
@@ -220,6 +220,13 @@ mod tests {
         f.connect(&json!({"elicitation": {"form": {}}}), &tx);
         let url = json!({"mode": "url", "message": "?", "url": "https://x"});
         assert_eq!(f.elicit("gh", &url), None, "url mode was not declared");
+        f.connect(&json!({"sampling": {}}), &tx);
+        assert_eq!(
+            f.elicit("gh", &json!({"message": "?"})),
+            None,
+            "greeted again without it"
+        );
+        f.connect(&json!({"elicitation": {}}), &tx);
         f.disconnect();
         assert_eq!(f.elicit("gh", &json!({"message": "?"})), None);
     }

@@ -92,7 +92,8 @@ struct Front {
 }
 
 /// Serves `gateway` on `listener` (bound to a loopback address) until the future is
-/// dropped, which ends every connection and the calls they carry.
+/// dropped, which ends every connection and the calls they carry. A failed accept is
+/// logged and retried, never the end of the gateway.
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
@@ -111,7 +112,15 @@ pub async fn serve(
         let Ok(permit) = open.clone().acquire_owned().await else {
             return Ok(());
         };
-        let (stream, _) = listener.accept().await?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a peer gone before we took it: the listener lives on.
+            Err(e) => {
+                tracing::warn!("cannot accept an HTTP connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         // Finished connections are reaped as new ones come, so the set stays small.
         while connections.try_join_next().is_some() {}
         let front = front.clone();

@@ -37,9 +37,6 @@ tokio::task_local! {
     pub static PROGRESS: ProgressSink;
 }
 
-/// Longest progress message passed on.
-const MAX_PROGRESS_MESSAGE: usize = 1000;
-
 /// What a transport hands the connection.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -535,8 +532,8 @@ impl Drop for Unfollow<'_> {
     }
 }
 
-/// A server's progress params as passed on: numbers and a clamped message, nothing else
-/// (the token is the follower's own). `None` when `progress` is not a number.
+/// A server's progress params as passed on: numbers and a message made one safe line,
+/// nothing else (the token is the follower's own). `None` when `progress` is not a number.
 fn progress_update(params: &Value) -> Option<Value> {
     let progress = params.get("progress").filter(|p| p.is_number())?;
     let mut update = json!({"progress": progress});
@@ -544,13 +541,7 @@ fn progress_update(params: &Value) -> Option<Value> {
         update["total"] = total.clone();
     }
     if let Some(m) = params.get("message").and_then(Value::as_str) {
-        let end = m
-            .char_indices()
-            .map(|(i, c)| i + c.len_utf8())
-            .take_while(|end| *end <= MAX_PROGRESS_MESSAGE)
-            .last()
-            .unwrap_or(0);
-        update["message"] = json!(&m[..end]);
+        update["message"] = json!(shown_message(m));
     }
     Some(update)
 }
@@ -710,18 +701,18 @@ mod tests {
     }
 
     #[test]
-    fn progress_is_passed_on_as_numbers_and_a_clamped_message() {
+    fn progress_is_passed_on_as_numbers_and_a_safe_message() {
         assert_eq!(progress_update(&json!({"progressToken": 1})), None);
         assert_eq!(progress_update(&json!({"progress": "1"})), None);
         let u =
             progress_update(&json!({"progressToken": 1, "progress": 2, "total": "x", "extra": 1}));
         assert_eq!(u, Some(json!({"progress": 2})));
-        let long = "é".repeat(MAX_PROGRESS_MESSAGE);
+        let long = format!("\u{1b}[2J{}", "é".repeat(1000));
         let u = progress_update(&json!({"progress": 0.5, "total": 1, "message": long}))
             .unwrap_or_default();
         assert_eq!(u["total"], 1);
         let m = u["message"].as_str().unwrap_or_default();
-        assert!(m.len() <= MAX_PROGRESS_MESSAGE && m.len() >= MAX_PROGRESS_MESSAGE - 1);
+        assert!(!m.contains('\u{1b}') && m.len() <= 303, "{m}");
     }
 
     #[test]

@@ -83,21 +83,25 @@ impl ClientHandler for AskHuman {
     }
 }
 
+/// A server's words for a person to read: lines kept, other control characters
+/// escaped (no terminal sequence gets through), at most 2,000 characters.
+pub fn escaped(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .take(2000)
+        .collect()
+}
+
 /// The request as a human reads it: the server's message and each field with its
 /// default, control characters escaped.
 pub fn describe(server: &str, params: &Value, proposal: &Value) -> String {
-    let esc = |s: &str| -> String {
-        s.chars()
-            .flat_map(|c| {
-                if c.is_control() && c != '\n' {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .take(2000)
-            .collect()
-    };
+    let esc = escaped;
     let mut out = format!(
         "MCP server '{}' asks: {}\n",
         esc(server),
