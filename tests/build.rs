@@ -24,6 +24,7 @@ fn main() -> ExitCode {
                 "edgar-test-adapter-misbehaving",
                 "edgar-test-adapter-wrong-shape",
                 "edgar-test-adapter-other-version",
+                "edgar-test-adapter-previous-version",
             ],
         )?;
         build_text_adapters(&root, &dir)?;

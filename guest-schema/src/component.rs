@@ -37,14 +37,24 @@ impl wit::Guest for Adapter {
                 idempotent: t.hints.idempotent,
                 open_world: t.hints.open_world,
             },
-            dropped: t
-                .dropped
-                .into_iter()
-                .map(|d| wit::Dropped {
-                    path: d.path,
-                    reason: d.reason,
-                })
-                .collect(),
+            dropped: t.dropped.into_iter().map(dropped).collect(),
+        })
+    }
+
+    fn lower_schema(
+        provider: wit::Provider,
+        input_schema: String,
+    ) -> Result<wit::LoweredSchema, wit::Rejection> {
+        let provider = match provider {
+            wit::Provider::Generic => crate::Provider::Generic,
+            wit::Provider::Anthropic => crate::Provider::Anthropic,
+            wit::Provider::OpenaiStrict => crate::Provider::OpenAiStrict,
+            wit::Provider::Gemini => crate::Provider::Gemini,
+        };
+        let l = crate::lower_schema(provider, &input_schema).map_err(rejection)?;
+        Ok(wit::LoweredSchema {
+            input_schema: l.input_schema,
+            losses: l.losses.into_iter().map(dropped).collect(),
         })
     }
 
@@ -68,6 +78,13 @@ fn rejection(r: native::Rejection) -> wit::Rejection {
     wit::Rejection {
         kind,
         message: r.message,
+    }
+}
+
+fn dropped(d: native::Dropped) -> wit::Dropped {
+    wit::Dropped {
+        path: d.path,
+        reason: d.reason,
     }
 }
 

@@ -6,12 +6,14 @@
 //! and benchmarked against the component. It does no I/O.
 
 pub mod limits;
+mod lower;
 mod name;
 mod result;
 mod schema;
 mod text;
 mod types;
 
+pub use lower::{LoweredSchema, MAX_LOSSES, Provider, lower_schema};
 pub use name::{BUILTIN_TOOLS, tool_name};
 pub use result::to_result;
 pub use schema::to_schema;

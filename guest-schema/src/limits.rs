@@ -28,6 +28,9 @@ pub const MAX_RESULT_JSON_BYTES: usize = 8 << 20;
 pub const MAX_TEXT_BYTES: usize = 100_000;
 /// Largest decoded image, audio clip or blob kept in a result.
 pub const MAX_MEDIA_BYTES: usize = 5 << 20;
+/// Most content blocks in one result (the host refuses more than 1024); later blocks
+/// become a note.
+pub const MAX_BLOCKS: usize = 1000;
 /// Total bytes of all blocks in one result; later blocks become a note.
 pub const MAX_OUTPUT_BYTES: usize = 6 << 20;
 

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::limits::{
-    AUDIO_TYPES, IMAGE_TYPES, MAX_MEDIA_BYTES, MAX_OUTPUT_BYTES, MAX_RESULT_JSON_BYTES,
+    AUDIO_TYPES, IMAGE_TYPES, MAX_BLOCKS, MAX_MEDIA_BYTES, MAX_OUTPUT_BYTES, MAX_RESULT_JSON_BYTES,
     MAX_TEXT_BYTES, MAX_TITLE_BYTES,
 };
 use crate::text::{base64_decoded_len, clamp, cut_middle, quote};
@@ -78,7 +78,7 @@ pub fn to_result(result_json: &str) -> Result<ToolOutput, Rejection> {
     }
     if out.omitted > 0 {
         let note = format!(
-            "[edgar omitted {} more content blocks: the result is over {MAX_OUTPUT_BYTES} bytes]",
+            "[edgar omitted {} more content blocks: the result is over {MAX_OUTPUT_BYTES} bytes or {MAX_BLOCKS} blocks]",
             out.omitted
         );
         out.blocks.push(ContentBlock::Text(note));
@@ -99,7 +99,11 @@ struct Output {
 impl Output {
     fn push(&mut self, block: ContentBlock) {
         let size = block_size(&block);
-        if self.omitted > 0 || self.bytes + size > MAX_OUTPUT_BYTES {
+        // One place is kept for the note that says what was omitted.
+        if self.omitted > 0
+            || self.bytes + size > MAX_OUTPUT_BYTES
+            || self.blocks.len() + 1 >= MAX_BLOCKS
+        {
             self.omitted += 1;
             return;
         }
@@ -334,6 +338,20 @@ mod tests {
         let total: usize = out.blocks.iter().map(block_size).sum();
         assert!(total <= MAX_OUTPUT_BYTES + 200);
         assert!(texts(&out).last().is_some_and(|t| t.contains("omitted")));
+    }
+
+    #[test]
+    fn the_number_of_blocks_is_bounded() {
+        let items: Vec<Value> = (0..5000)
+            .map(|i| json!({"type": "text", "text": i.to_string()}))
+            .collect();
+        let out = convert(json!({"content": items}));
+        assert_eq!(out.blocks.len(), MAX_BLOCKS);
+        assert!(
+            texts(&out)
+                .last()
+                .is_some_and(|t| t.contains("omitted 4001 more"))
+        );
     }
 
     #[test]

@@ -632,7 +632,7 @@ fn hints(tool: &Map<String, Value>, notes: &mut Notes) -> Hints {
 }
 
 /// Resolves a local `$ref` (`#`, `#/a/b`, percent-encoded or not) against `root`.
-fn resolve<'v>(root: &'v Value, reference: &str) -> Option<&'v Value> {
+pub(crate) fn resolve<'v>(root: &'v Value, reference: &str) -> Option<&'v Value> {
     let fragment = reference.strip_prefix('#')?;
     if fragment.is_empty() {
         return Some(root);
@@ -683,7 +683,7 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn escape(segment: &str) -> String {
+pub(crate) fn escape(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
@@ -699,15 +699,30 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// The drop notes of one tool, bounded in number and size.
-#[derive(Default)]
-struct Notes {
+pub(crate) struct Notes {
     list: Vec<Dropped>,
     overflow: usize,
+    cap: usize,
+}
+
+impl Default for Notes {
+    fn default() -> Notes {
+        Notes::with_cap(MAX_NOTES)
+    }
 }
 
 impl Notes {
-    fn add(&mut self, path: &str, reason: impl Into<String>) {
-        if self.list.len() >= MAX_NOTES {
+    /// Notes keeping at most `cap` entries (and a count of the rest).
+    pub(crate) fn with_cap(cap: usize) -> Notes {
+        Notes {
+            list: Vec::new(),
+            overflow: 0,
+            cap,
+        }
+    }
+
+    pub(crate) fn add(&mut self, path: &str, reason: impl Into<String>) {
+        if self.list.len() >= self.cap {
             self.overflow += 1;
             return;
         }
@@ -718,7 +733,7 @@ impl Notes {
         });
     }
 
-    fn finish(mut self) -> Vec<Dropped> {
+    pub(crate) fn finish(mut self) -> Vec<Dropped> {
         if self.overflow > 0 {
             self.list.push(Dropped {
                 path: String::new(),

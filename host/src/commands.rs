@@ -29,6 +29,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             query,
             reserve,
             json,
-        } => search::run(&query, reserve, json),
+            provider,
+        } => search::run(&query, reserve, json, provider.provider),
     }
 }

@@ -11,12 +11,15 @@ mod artifact;
 mod bindings;
 pub(crate) mod check;
 mod engine;
+pub mod kit;
 pub mod limits;
+pub mod provider;
 mod sandbox;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,10 +27,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::Store;
 
-use bindings::{SchemaAdapter, SchemaAdapterPre, wit};
+use bindings::{AdapterPre, Instance, wit};
 use sandbox::HostState;
 
 pub use check::BUILTIN_TOOLS;
+pub use provider::Provider;
 
 /// Compiles an accepted input schema into a validator (JSON Schema 2020-12, no remote
 /// references). Costs milliseconds: callers compile a tool's schema on its first call.
@@ -81,8 +85,8 @@ pub enum GuardError {
     /// The adapter component could not be read or compiled.
     #[error("schema adapter {adapter}: {reason}")]
     Load { adapter: String, reason: String },
-    /// The component does not implement the `edgar:schema/adapter@0.1` world.
-    #[error("schema adapter {adapter} is not compatible with edgar:schema/adapter@0.1.x: {reason}")]
+    /// The component implements neither `edgar:schema/adapter@0.2` nor the previous `@0.1`.
+    #[error("schema adapter {adapter} is not compatible with edgar:schema/adapter@0.2.x: {reason}")]
     Incompatible { adapter: String, reason: String },
     /// The input was over a host limit and never reached the adapter.
     #[error("{subject}: {what} of {size} bytes is over the {limit}-byte limit")]
@@ -258,6 +262,35 @@ pub struct CachedTool {
     pub dropped: Vec<Dropped>,
 }
 
+/// A tool's input schema lowered for one provider, with what was lost. Only this module
+/// constructs one, so holding one means the schema meets its profile's rules.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoweredTool {
+    provider: Provider,
+    profile: Provider,
+    input_schema: serde_json::Value,
+    losses: Vec<Dropped>,
+}
+
+impl LoweredTool {
+    /// The provider asked for.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+    /// The rules the schema meets: the provider asked for, or `generic` from an adapter
+    /// that predates provider profiles.
+    pub fn profile(&self) -> Provider {
+        self.profile
+    }
+    pub fn input_schema(&self) -> &serde_json::Value {
+        &self.input_schema
+    }
+    /// Every constraint dropped or weakened, with its path into the accepted schema.
+    pub fn losses(&self) -> &[Dropped] {
+        &self.losses
+    }
+}
+
 /// A converted tool result: the harness's ordinary content blocks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolOutput {
@@ -351,14 +384,16 @@ const MAX_POOLED_INPUT_BYTES: usize = 256 << 10;
 pub struct Adapter {
     label: String,
     digest: String,
-    pre: SchemaAdapterPre<HostState>,
+    pre: AdapterPre,
     /// Healthy instances that converted a result, by server. An instance is only ever
     /// reused for the same server's results, so nothing one server sent can reach the
     /// output for another; any failure drops the instance.
     idle: Mutex<HashMap<String, Vec<Live>>>,
+    /// The most linear memory any instance of this adapter has held, in bytes.
+    peak_memory: AtomicUsize,
 }
 
-type Live = (Store<HostState>, SchemaAdapter);
+type Live = (Store<HostState>, Instance);
 
 impl fmt::Debug for Adapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -416,12 +451,24 @@ impl Adapter {
             digest,
             pre,
             idle: Mutex::new(HashMap::new()),
+            peak_memory: AtomicUsize::new(0),
         })
     }
 
     /// sha256 of the component, hex: cached guard outputs are keyed by it.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// The contract version the component implements: `0.2`, or `0.1` for one that
+    /// predates provider profiles.
+    pub fn contract(&self) -> &'static str {
+        if self.pre.lowers() { "0.2" } else { "0.1" }
+    }
+
+    /// The most linear memory any instance of this adapter has held so far, in bytes.
+    pub fn peak_memory(&self) -> usize {
+        self.peak_memory.load(Ordering::Relaxed)
     }
 
     /// The model-visible name of `tool` on `server`.
@@ -521,6 +568,32 @@ impl Adapter {
         result
     }
 
+    /// Lowers each tool's input schema for `provider` in one sandboxed instance, and
+    /// checks every result against the provider's rules. An adapter of the previous
+    /// contract gives the generic profile, said in the losses.
+    pub fn lower_tools(
+        &self,
+        tools: &[&SanitizedTool],
+        provider: Provider,
+    ) -> Vec<Result<LoweredTool, GuardError>> {
+        let mut session = match self.session() {
+            Ok(s) => s,
+            Err(e) => {
+                let reason = e.to_string();
+                return tools
+                    .iter()
+                    .map(|t| {
+                        Err(GuardError::Failed {
+                            subject: Subject::new(&t.server, Some(&t.tool)),
+                            reason: reason.clone(),
+                        })
+                    })
+                    .collect();
+            }
+        };
+        tools.iter().map(|t| session.lower(t, provider)).collect()
+    }
+
     fn session(&self) -> Result<Session<'_>, GuardError> {
         Session::new(self)
     }
@@ -538,8 +611,8 @@ impl Adapter {
         let subject = Subject::default();
         let mut ok = 0;
         for (name, json) in tools {
-            let n = session.call(&subject, |g, s| g.call_tool_name(s, server, name))?;
-            let t = session.call(&subject, |g, s| g.call_to_schema(s, server, json))?;
+            let n = session.call(&subject, |g, s| g.tool_name(s, server, name))?;
+            let t = session.call(&subject, |g, s| g.to_schema(s, server, json))?;
             ok += usize::from(n.is_ok() && t.is_ok());
         }
         Ok(ok)
@@ -551,7 +624,7 @@ impl Adapter {
         let mut session = self.session()?;
         for _ in 0..n {
             session
-                .call(&Subject::default(), |g, s| g.call_tool_name(s, "s", "t"))?
+                .call(&Subject::default(), |g, s| g.tool_name(s, "s", "t"))?
                 .map_err(|r| rejected(&Subject::default(), r))?;
         }
         Ok(())
@@ -604,7 +677,7 @@ impl<'a> Session<'a> {
     fn call<R>(
         &mut self,
         subject: &Subject,
-        f: impl FnOnce(&wit::Guest, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Instance, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, GuardError> {
         let (ticks, cut) = self.ticks();
         let failure = |e: &wasmtime::Error| {
@@ -642,7 +715,10 @@ impl<'a> Session<'a> {
             });
         };
         store.set_epoch_deadline(ticks);
-        let result = f(instance.edgar_schema_adapter(), store);
+        let result = f(instance, store);
+        self.adapter
+            .peak_memory
+            .fetch_max(store.data().memory_bytes(), Ordering::Relaxed);
         sandbox::log_guest_output(store, &self.adapter.label);
         result.map_err(|e| {
             self.live = None;
@@ -666,7 +742,7 @@ impl<'a> Session<'a> {
             }
         }
         let name = self
-            .call(&subject, |g, s| g.call_tool_name(s, server, tool))?
+            .call(&subject, |g, s| g.tool_name(s, server, tool))?
             .map_err(|r| rejected(&subject, r))?;
         check::name(&name)
             .and_then(|()| check::prefixed(&name, server))
@@ -685,7 +761,7 @@ impl<'a> Session<'a> {
             });
         }
         let accepted = self
-            .call(&subject, |g, s| g.call_to_schema(s, server, tool_json))?
+            .call(&subject, |g, s| g.to_schema(s, server, tool_json))?
             .map_err(|r| rejected(&subject, r))?;
         let subject = Subject::new(server, Some(&accepted.name));
         let checked = check::accepted(accepted).map_err(|reason| GuardError::BadOutput {
@@ -722,6 +798,52 @@ impl<'a> Session<'a> {
         })
     }
 
+    fn lower(
+        &mut self,
+        tool: &SanitizedTool,
+        provider: Provider,
+    ) -> Result<LoweredTool, GuardError> {
+        let subject = Subject::new(&tool.server, Some(&tool.tool));
+        let (profile, input_schema, losses) = if provider == Provider::Generic {
+            (provider, tool.input_schema.clone(), Vec::new())
+        } else if !self.adapter.pre.lowers() {
+            let note = Dropped {
+                path: String::new(),
+                reason: format!(
+                    "the adapter predates provider profiles ({}); the schema is not lowered for {provider}",
+                    bindings::PREVIOUS_EXPORT
+                ),
+            };
+            (Provider::Generic, tool.input_schema.clone(), vec![note])
+        } else {
+            let text = tool.input_schema.to_string();
+            let out = self
+                .call(&subject, |g, s| g.lower_schema(s, provider.to_wit(), &text))?
+                .map_err(|r| rejected(&subject, r))?;
+            let (schema, losses) = check::lowered(out).map_err(|reason| GuardError::BadOutput {
+                subject: subject.clone(),
+                reason,
+            })?;
+            (provider, schema, losses)
+        };
+        let broken = provider::violations(profile, &tool.name, &input_schema);
+        if !broken.is_empty() {
+            return Err(GuardError::BadOutput {
+                subject,
+                reason: format!(
+                    "the schema lowered for {profile} breaks its rules: {}",
+                    check::shown_message(&broken.join("; "))
+                ),
+            });
+        }
+        Ok(LoweredTool {
+            provider,
+            profile,
+            input_schema,
+            losses,
+        })
+    }
+
     fn convert(
         &mut self,
         server: &str,
@@ -738,7 +860,7 @@ impl<'a> Session<'a> {
             });
         }
         let output = self
-            .call(&subject, |g, s| g.call_to_result(s, result_json))?
+            .call(&subject, |g, s| g.to_result(s, result_json))?
             .map_err(|r| rejected(&subject, r))?;
         check::output(output).map_err(|reason| GuardError::BadOutput { subject, reason })
     }

@@ -10,7 +10,7 @@ pub fn shown(s: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() {
+        if unsafe_to_show(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -20,11 +20,21 @@ pub fn shown(s: &str) -> String {
     out
 }
 
+/// Control characters, and the invisible formatting characters that reorder or hide
+/// text on a terminal (bidirectional overrides and isolates, zero-width characters).
+fn unsafe_to_show(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}'
+        )
+}
+
 /// A message from an adapter or a library, made safe to print: one line, bounded.
 pub fn shown_message(s: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if unsafe_to_show(c) { ' ' } else { c })
         .collect();
     if out.len() > 300 {
         let mut end = 300;
@@ -71,6 +81,12 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invisible_reordering_characters_are_escaped() {
+        assert_eq!(shown("a\u{202E}b\u{200B}c"), "'a\\u{202e}b\\u{200b}c'");
+        assert_eq!(shown_message("x\u{2066}y"), "x y");
+    }
 
     #[test]
     fn dates() {

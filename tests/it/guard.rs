@@ -4,7 +4,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
-use edgar_host::guard::{Adapter, AdapterSource, Guard, GuardError};
+use edgar_host::guard::provider::violations;
+use edgar_host::guard::{
+    Adapter, AdapterSource, Guard, GuardError, Provider, SanitizedTool, compile_schema,
+};
 use edgar_tests::{corpus, test_adapter};
 use serde_json::json;
 
@@ -273,12 +276,15 @@ fn incompatible_components_are_refused_with_a_clear_message() {
     let g = Guard::new(None);
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("other-version"))));
     assert!(
-        e.contains("edgar:schema/adapter@0.2.0")
-            && e.contains("must export edgar:schema/adapter@0.1.0"),
+        e.contains("edgar:schema/adapter@0.3.0")
+            && e.contains("must export edgar:schema/adapter@0.2.0 (or the previous edgar:schema/adapter@0.1.0)"),
         "{e}"
     );
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("wrong-shape"))));
-    assert!(e.contains("not compatible"), "{e}");
+    assert!(
+        e.contains("not compatible") && e.contains("type mismatch"),
+        "{e}"
+    );
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let empty = dir.path().join("empty.wasm");
     std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap_or_else(|e| panic!("{e}"));
@@ -343,4 +349,128 @@ fn the_whole_corpus_passes_the_guard() {
         "{} refused: {refused:#?}",
         refused.len()
     );
+}
+
+/// Every corpus tool lowered for every provider meets that provider's rules: the host
+/// checks each lowered schema and refuses one that breaks them, names included, so an
+/// `Ok` here is a schema the provider accepts.
+#[test]
+fn the_whole_corpus_lowers_for_every_provider() {
+    let a = builtin();
+    let tools: Vec<SanitizedTool> = corpus()
+        .iter()
+        .flat_map(|s| a.accept_tools(&s.server, &s.tools))
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let refs: Vec<&SanitizedTool> = tools.iter().collect();
+    for provider in Provider::ALL {
+        let mut failed = Vec::new();
+        let mut losses = 0;
+        for (t, r) in tools.iter().zip(a.lower_tools(&refs, provider)) {
+            match r {
+                Ok(l) => {
+                    assert_eq!(l.profile(), provider);
+                    assert!(violations(provider, t.name(), l.input_schema()).is_empty());
+                    if provider == Provider::Generic {
+                        assert_eq!(l.input_schema(), t.input_schema());
+                    }
+                    losses += l.losses().len();
+                }
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        assert!(failed.is_empty(), "{provider}: {failed:#?}");
+        // The corpus has no top-level combinators, so Anthropic loses nothing either.
+        let lossless = matches!(provider, Provider::Generic | Provider::Anthropic);
+        assert_eq!(losses == 0, lossless, "{provider}: {losses} losses");
+    }
+}
+
+/// An adapter built for `edgar:schema@0.1.0` still loads and works, and gets the generic
+/// profile for any provider, said in its losses.
+#[test]
+fn an_adapter_for_the_previous_contract_still_loads() {
+    let a = guard()
+        .adapter(&AdapterSource::File(test_adapter("previous-version")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.tool_name("s", "t").ok().as_deref(), Some("s__t"));
+    let tool = json!({"name": "t", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}});
+    let t = a
+        .to_schema("s", &tool.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.name(), "s__t");
+    let out = a
+        .to_result("s", "t", r#"{"content": [{"type": "text", "text": "hi"}]}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::to_value(&out).ok(),
+        Some(json!({"isError": false, "content": [{"type": "text", "text": "hi"}]}))
+    );
+    for provider in [Provider::OpenaiStrict, Provider::Generic] {
+        let l = a
+            .lower_tools(&[&t], provider)
+            .pop()
+            .unwrap_or_else(|| panic!("one result"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(l.profile(), Provider::Generic);
+        assert_eq!(l.input_schema(), t.input_schema());
+        assert_eq!(l.losses().is_empty(), provider == Provider::Generic);
+    }
+}
+
+/// A lowering that breaks the provider's rules, is not JSON, or runs away ends in a
+/// clear error for that tool, and the adapter keeps serving.
+#[test]
+fn a_lying_or_runaway_lowering_is_refused() {
+    let a = misbehaving();
+    for (how, want) in [
+        ("lie", "breaks its rules"),
+        ("not-json", "not JSON"),
+        ("loop", "time limit"),
+        ("trap", "trapped"),
+    ] {
+        let t = a
+            .to_schema(&format!("lower-{how}"), r#"{"name": "t"}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let e = err_text(
+            a.lower_tools(&[&t], Provider::OpenaiStrict)
+                .pop()
+                .unwrap_or_else(|| panic!("one result")),
+        );
+        assert!(e.contains(want), "{how}: {e}");
+        still_works(&a);
+    }
+}
+
+/// The lowered schema only changes what the model is shown: arguments are validated
+/// with the accepted schema, which refuses what a lowering weakened.
+#[test]
+fn arguments_are_validated_with_the_accepted_schema_not_the_lowered_one() {
+    let a = builtin();
+    let tool = json!({"name": "t", "inputSchema": {"type": "object", "properties": {
+        "n": {"type": "number", "exclusiveMinimum": 0},
+        "q": {"type": "string", "minLength": 3}
+    }, "required": ["n", "q"]}});
+    let t = a
+        .to_schema("s", &tool.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let accepted = compile_schema(t.input_schema()).unwrap_or_else(|e| panic!("{e}"));
+    for (provider, weakened) in [
+        (Provider::Gemini, json!({"n": 0, "q": "abc"})),
+        (Provider::OpenaiStrict, json!({"n": 1, "q": "ab"})),
+    ] {
+        let l = a
+            .lower_tools(&[&t], provider)
+            .pop()
+            .unwrap_or_else(|| panic!("one result"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let lowered = compile_schema(l.input_schema()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            lowered.is_valid(&weakened),
+            "{provider}: {}",
+            l.input_schema()
+        );
+        assert!(!accepted.is_valid(&weakened), "{provider}");
+        assert!(!l.losses().is_empty());
+    }
 }

@@ -99,8 +99,177 @@ fn a_third_party_adapter_runs_under_the_same_sandbox() {
     );
     assert_eq!(r.code, Some(1));
     assert!(
-        r.stderr.contains("must export edgar:schema/adapter@0.1.0"),
+        r.stderr.contains("must export edgar:schema/adapter@0.2.0"),
         "{}",
         r.stderr
+    );
+}
+
+#[test]
+fn to_schema_lowers_for_a_provider_and_reports_the_losses() {
+    let h = home();
+    let tool = br#"{"name":"q","inputSchema":{"type":"object","properties":{"when":{"type":"string","format":"uri"},"n":{"type":"integer"}},"required":["n"]}}"#;
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "guard",
+            "to-schema",
+            "--server",
+            "db",
+            "--provider",
+            "openai-strict",
+        ],
+        tool,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v = r.json();
+    assert_eq!(v["provider"], "openai-strict");
+    assert_eq!(
+        v["input_schema"]["required"],
+        serde_json::json!(["when", "n"])
+    );
+    assert_eq!(v["input_schema"]["additionalProperties"], false);
+    assert_eq!(
+        v["accepted_input_schema"]["required"],
+        serde_json::json!(["n"])
+    );
+    let reasons: Vec<String> = v["losses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["path"].as_str().unwrap_or(""),
+                l["reason"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("/properties/when/format ")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("/properties/when ") && r.contains("nullable")),
+        "{reasons:?}"
+    );
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["guard", "to-schema", "--provider", "mistral"],
+        tool,
+    );
+    assert_eq!(r.code, Some(2));
+    assert!(
+        r.stderr
+            .contains("one of generic, anthropic, openai-strict, gemini"),
+        "{}",
+        r.stderr
+    );
+}
+
+fn corpus_dir() -> String {
+    edgar_tests::fixture("corpus")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The kit passes the reference adapter over the whole corpus, every invariant named.
+#[test]
+fn the_kit_passes_the_reference_adapter_over_the_corpus() {
+    let h = home();
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["guard", "check", "--corpus", &corpus_dir()],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    for invariant in [
+        "loads",
+        "schemas",
+        "names",
+        "hostile inputs",
+        "providers",
+        "determinism",
+        "time",
+        "memory",
+    ] {
+        assert!(
+            r.stdout.contains(&format!("pass  {invariant}")),
+            "{invariant}: {}",
+            r.stdout
+        );
+    }
+    assert!(
+        r.stdout.contains("2506 accepted, 0 refused"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("openai-strict: 2506/2506 valid"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("gemini: 2506/2506 valid"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .ends_with("result: pass (8 of 8 invariants hold)\n"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Each adapter in `tests/adapters/` fails the kit, with the invariant it breaks named.
+#[test]
+fn the_kit_fails_each_bad_adapter_naming_the_invariant() {
+    let h = home();
+    for (adapter, broken) in [
+        ("misbehaving", "FAIL  schemas"),
+        ("previous-version", "FAIL  names"),
+        ("other-version", "FAIL  loads"),
+        ("wrong-shape", "FAIL  loads"),
+        ("hostile_memories", "FAIL  schemas"),
+        ("hostile_tables", "FAIL  names"),
+    ] {
+        let file = test_adapter(adapter);
+        let r = run(
+            EDGAR,
+            h.path(),
+            &[
+                "guard",
+                "check",
+                "--adapter",
+                file.to_str().unwrap_or_default(),
+            ],
+            b"",
+        );
+        assert_eq!(r.code, Some(1), "{adapter}: {}{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains(broken), "{adapter}: {}", r.stdout);
+        assert!(r.stdout.contains("result: fail"), "{adapter}: {}", r.stdout);
+    }
+    // The previous contract loads, and its naive names collide.
+    let file = test_adapter("previous-version");
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "guard",
+            "check",
+            "--adapter",
+            file.to_str().unwrap_or_default(),
+        ],
+        b"",
+    );
+    assert!(
+        r.stdout
+            .contains("pass  loads           exports edgar:schema/adapter@0.1"),
+        "{}",
+        r.stdout
     );
 }

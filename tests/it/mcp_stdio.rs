@@ -578,6 +578,28 @@ async fn bad_arguments_are_refused_with_the_schema_before_sending() {
     h.close().await;
 }
 
+/// A model shown a strict-mode schema sends null for what it leaves out; the accepted
+/// schema refuses null there, so such a null means absent and is not sent.
+#[tokio::test]
+async fn a_null_for_an_absent_optional_argument_is_dropped_not_refused() {
+    let h = Harness::fake("good");
+    let out = h
+        .session
+        .call(
+            "fake__echo",
+            json!({"text": "kept", "a": null, "sleep_ms": null}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text_of(&out), "kept");
+    let e = err(h
+        .session
+        .call("fake__echo", json!({"text": 5, "a": null}))
+        .await);
+    assert!(matches!(e, McpError::InvalidArguments { .. }), "{e}");
+    h.close().await;
+}
+
 #[tokio::test]
 async fn a_slow_call_times_out_and_the_server_keeps_serving() {
     let h = Harness::fake_with("good", |s| s.tool_timeout = Duration::from_millis(300));

@@ -4,7 +4,11 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use edgar_host::guard::{AdapterSource, Guard, MAX_RESULT_JSON_BYTES, MAX_TOOL_JSON_BYTES};
+use std::path::PathBuf;
+
+use edgar_host::guard::{
+    AdapterSource, Guard, GuardError, MAX_RESULT_JSON_BYTES, MAX_TOOL_JSON_BYTES, kit,
+};
 use edgar_host::paths;
 
 use crate::cli::{AdapterArg, GuardCommand};
@@ -12,6 +16,7 @@ use crate::cli::{AdapterArg, GuardCommand};
 pub fn run(cmd: GuardCommand) -> anyhow::Result<ExitCode> {
     let guard = Guard::new(paths::cache_dir());
     let outcome = match cmd {
+        GuardCommand::Check { adapter, corpus } => return check(&guard, adapter, corpus),
         GuardCommand::ToolName {
             server,
             tool,
@@ -22,12 +27,31 @@ pub fn run(cmd: GuardCommand) -> anyhow::Result<ExitCode> {
                 .tool_name(&server, &tool)
                 .map(|name| serde_json::json!(name))
         }
-        GuardCommand::ToSchema { server, adapter } => {
+        GuardCommand::ToSchema {
+            server,
+            adapter,
+            provider,
+        } => {
             let adapter = guard.adapter(&source(adapter))?;
             let input = read_stdin(MAX_TOOL_JSON_BYTES)?;
-            adapter
-                .to_schema(&server, &input)
-                .map(|t| serde_json::to_value(t).unwrap_or_default())
+            adapter.to_schema(&server, &input).and_then(|t| {
+                let mut v = serde_json::to_value(&t).unwrap_or_default();
+                if let Some(provider) = provider.provider {
+                    let lowered =
+                        adapter.lower_tools(&[&t], provider).pop().ok_or_else(|| {
+                            GuardError::Failed {
+                                subject: Default::default(),
+                                reason: "no lowering returned".into(),
+                            }
+                        })??;
+                    v["accepted_input_schema"] = v["input_schema"].take();
+                    v["input_schema"] = lowered.input_schema().clone();
+                    v["provider"] = serde_json::json!(lowered.provider());
+                    v["profile"] = serde_json::json!(lowered.profile());
+                    v["losses"] = serde_json::to_value(lowered.losses()).unwrap_or_default();
+                }
+                Ok(v)
+            })
         }
         GuardCommand::ToResult { adapter } => {
             let adapter = guard.adapter(&source(adapter))?;
@@ -50,6 +74,23 @@ pub fn run(cmd: GuardCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `edgar guard check`: the kit's report on stdout, exit 1 when an invariant fails.
+fn check(guard: &Guard, adapter: AdapterArg, corpus: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let source = source(adapter);
+    let corpus = match &corpus {
+        Some(dir) => kit::read_corpus(dir).map_err(anyhow::Error::msg)?,
+        None => kit::sample_corpus(),
+    };
+    let report = kit::check_source(guard, &source, &corpus);
+    println!("edgar guard check: {source}");
+    println!("{}", report.text());
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn source(arg: AdapterArg) -> AdapterSource {

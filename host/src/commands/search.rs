@@ -5,14 +5,20 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use edgar_host::config::ConfigPaths;
+use edgar_host::guard::Provider;
 use edgar_host::tools::search::semantic;
-use edgar_host::tools::search_tool::ToolSearch;
+use edgar_host::tools::search_tool::{SearchReply, ToolSearch};
 
 use crate::cli::SearchModelCommand;
 
 use super::mcp::{load, runtime, session};
 
-pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(
+    query: &str,
+    reserve: usize,
+    json: bool,
+    provider: Option<Provider>,
+) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let config = load(&ConfigPaths::for_project(&cwd))?;
     super::mcp::note_held(&config);
@@ -26,7 +32,13 @@ pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> 
                 "edgar: embedding {n} tools for semantic search (once; cached for later searches)"
             );
         });
-        let reply = super::mcp::guarded(&session, search.search(&session, query)).await;
+        let mut reply = super::mcp::guarded(&session, search.search(&session, query)).await;
+        if let Some(provider) = provider {
+            search.lower(&session, &mut reply, provider).await;
+            if !json {
+                report_losses(&reply);
+            }
+        }
         session.close().await;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         if json {
@@ -38,6 +50,34 @@ pub fn run(query: &str, reserve: usize, json: bool) -> anyhow::Result<ExitCode> 
         out.flush()?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// What each returned schema lost in its lowering, on stderr: the model reads stdout.
+fn report_losses(reply: &SearchReply) {
+    for t in &reply.tools {
+        let Some(l) = &t.lowering else { continue };
+        if let Some(e) = &l.error {
+            eprintln!("edgar: {}: not lowered for {}: {e}", t.name, l.provider);
+            continue;
+        }
+        if l.losses.is_empty() {
+            continue;
+        }
+        eprintln!(
+            "edgar: {} for {}: {} change{} to fit the provider (arguments are still checked against the full schema):",
+            t.name,
+            l.profile,
+            l.losses.len(),
+            if l.losses.len() == 1 { "" } else { "s" }
+        );
+        for d in &l.losses {
+            eprintln!(
+                "  {} {}",
+                if d.path.is_empty() { "/" } else { &d.path },
+                d.reason
+            );
+        }
+    }
 }
 
 pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {

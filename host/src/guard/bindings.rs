@@ -1,4 +1,12 @@
-//! Host bindings generated from `wit/schema.wit`, kept apart from hand-written code.
+//! Host bindings generated from `wit/schema.wit`, and the one place that tells the two
+//! contract versions apart: a component exporting `adapter@0.2.x` is called through the
+//! generated bindings, one exporting `adapter@0.1.x` (before `lower-schema`) through its
+//! three functions, each type-checked against the same records.
+
+use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre};
+use wasmtime::{AsContextMut, Store};
+
+use super::sandbox::HostState;
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -8,5 +16,152 @@ wasmtime::component::bindgen!({
 /// The exported interface's generated types and call wrappers.
 pub use exports::edgar::schema::adapter as wit;
 
-/// The interface a compatible component must export (semver-compatible minor versions match).
-pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.1.0";
+/// The interface a current component exports (semver-compatible minor versions match).
+pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.2.0";
+/// The contract before `lower-schema`: still loaded, given the generic profile.
+pub const PREVIOUS_EXPORT: &str = "edgar:schema/adapter@0.1.0";
+
+/// The previous contract's functions, in this order.
+const PREVIOUS_FUNCS: [&str; 3] = ["tool-name", "to-schema", "to-result"];
+
+type NameCall<'a> = (&'a str, &'a str);
+type NameResult = (Result<String, wit::Rejection>,);
+type SchemaResult = (Result<wit::AcceptedTool, wit::Rejection>,);
+type ResultCall<'a> = (&'a str,);
+type OutputResult = (Result<wit::ToolOutput, wit::Rejection>,);
+
+/// A type-checked adapter component ready to instantiate, of either contract version.
+pub(super) enum AdapterPre {
+    Current(SchemaAdapterPre<HostState>),
+    Previous {
+        pre: InstancePre<HostState>,
+        funcs: [ComponentExportIndex; 3],
+    },
+}
+
+/// One instance of an adapter.
+pub(super) enum Instance {
+    Current(SchemaAdapter),
+    Previous([Func; 3]),
+}
+
+/// Which contract `component` implements, if either: the current interface's index, or
+/// the previous one's functions.
+pub(super) enum Version {
+    Current,
+    Previous([ComponentExportIndex; 3]),
+}
+
+pub(super) fn version(component: &Component) -> Option<Version> {
+    if component.get_export_index(None, ADAPTER_EXPORT).is_some() {
+        return Some(Version::Current);
+    }
+    let interface = component.get_export_index(None, PREVIOUS_EXPORT)?;
+    let [a, b, c] = PREVIOUS_FUNCS.map(|f| component.get_export_index(Some(&interface), f));
+    Some(Version::Previous([a?, b?, c?]))
+}
+
+impl AdapterPre {
+    pub(super) fn engine(&self) -> &wasmtime::Engine {
+        match self {
+            AdapterPre::Current(pre) => pre.engine(),
+            AdapterPre::Previous { pre, .. } => pre.engine(),
+        }
+    }
+
+    /// Whether the adapter implements `lower-schema`.
+    pub(super) fn lowers(&self) -> bool {
+        matches!(self, AdapterPre::Current(_))
+    }
+
+    pub(super) fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Instance> {
+        match self {
+            AdapterPre::Current(pre) => pre.instantiate(store).map(Instance::Current),
+            AdapterPre::Previous { pre, funcs } => {
+                let instance = pre.instantiate(&mut *store)?;
+                let mut found = Vec::with_capacity(3);
+                for (index, name) in funcs.iter().zip(PREVIOUS_FUNCS) {
+                    found.push(
+                        instance
+                            .get_func(&mut *store, index)
+                            .ok_or_else(|| wasmtime::format_err!("no function {name}"))?,
+                    );
+                }
+                let funcs: [Func; 3] = found
+                    .try_into()
+                    .map_err(|_| wasmtime::format_err!("three functions expected"))?;
+                let [name, schema, result] = &funcs;
+                name.typed::<NameCall<'_>, NameResult>(&*store)?;
+                schema.typed::<NameCall<'_>, SchemaResult>(&*store)?;
+                result.typed::<ResultCall<'_>, OutputResult>(&*store)?;
+                Ok(Instance::Previous(funcs))
+            }
+        }
+    }
+}
+
+impl Instance {
+    pub(super) fn tool_name(
+        &self,
+        store: &mut Store<HostState>,
+        server: &str,
+        tool: &str,
+    ) -> wasmtime::Result<Result<String, wit::Rejection>> {
+        match self {
+            Instance::Current(a) => a.edgar_schema_adapter().call_tool_name(store, server, tool),
+            Instance::Previous([f, ..]) => {
+                let typed = f.typed::<NameCall<'_>, NameResult>(&*store)?;
+                Ok(typed.call(store.as_context_mut(), (server, tool))?.0)
+            }
+        }
+    }
+
+    pub(super) fn to_schema(
+        &self,
+        store: &mut Store<HostState>,
+        server: &str,
+        tool_json: &str,
+    ) -> wasmtime::Result<Result<wit::AcceptedTool, wit::Rejection>> {
+        match self {
+            Instance::Current(a) => a
+                .edgar_schema_adapter()
+                .call_to_schema(store, server, tool_json),
+            Instance::Previous([_, f, _]) => {
+                let typed = f.typed::<NameCall<'_>, SchemaResult>(&*store)?;
+                Ok(typed.call(store.as_context_mut(), (server, tool_json))?.0)
+            }
+        }
+    }
+
+    pub(super) fn to_result(
+        &self,
+        store: &mut Store<HostState>,
+        result_json: &str,
+    ) -> wasmtime::Result<Result<wit::ToolOutput, wit::Rejection>> {
+        match self {
+            Instance::Current(a) => a.edgar_schema_adapter().call_to_result(store, result_json),
+            Instance::Previous([.., f]) => {
+                let typed = f.typed::<ResultCall<'_>, OutputResult>(&*store)?;
+                Ok(typed.call(store.as_context_mut(), (result_json,))?.0)
+            }
+        }
+    }
+
+    /// `lower-schema`; an adapter of the previous contract has none (callers ask
+    /// [`AdapterPre::lowers`] first).
+    pub(super) fn lower_schema(
+        &self,
+        store: &mut Store<HostState>,
+        provider: wit::Provider,
+        schema: &str,
+    ) -> wasmtime::Result<Result<wit::LoweredSchema, wit::Rejection>> {
+        match self {
+            Instance::Current(a) => a
+                .edgar_schema_adapter()
+                .call_lower_schema(store, provider, schema),
+            Instance::Previous(_) => Err(wasmtime::format_err!(
+                "the adapter implements {PREVIOUS_EXPORT}, which has no lower-schema"
+            )),
+        }
+    }
+}

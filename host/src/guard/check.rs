@@ -19,6 +19,11 @@ const MAX_DESCRIPTION_BYTES: usize = 8 << 10;
 const MAX_TITLE_BYTES: usize = 1024;
 const MAX_SCHEMA_BYTES: usize = 256 << 10;
 const MAX_DROPPED: usize = 256;
+/// Losses listed for one lowered schema (the reference adapter lists up to 500 and
+/// counts the rest).
+const MAX_LOSSES: usize = 1024;
+/// A lowered schema may outgrow the accepted one: inlined `$ref`s repeat subschemas.
+const MAX_LOWERED_BYTES: usize = 1 << 20;
 const MAX_DROPPED_TEXT: usize = 1024;
 const MAX_TEXT_BYTES: usize = 1 << 20;
 const MAX_MEDIA_BYTES: usize = 8 << 20;
@@ -153,6 +158,33 @@ pub(super) fn accepted(t: wit::AcceptedTool) -> Result<Checked, String> {
             })
             .collect(),
     })
+}
+
+/// A lowered schema's JSON and losses, within the host's limits.
+pub(super) fn lowered(l: wit::LoweredSchema) -> Result<(Value, Vec<Dropped>), String> {
+    if l.input_schema.len() > MAX_LOWERED_BYTES {
+        return Err(format!(
+            "the lowered schema is over {MAX_LOWERED_BYTES} bytes"
+        ));
+    }
+    let schema = serde_json::from_str(&l.input_schema)
+        .map_err(|e| format!("the lowered schema is not JSON: {e}"))?;
+    if l.losses.len() > MAX_LOSSES
+        || l.losses
+            .iter()
+            .any(|d| d.path.len() + d.reason.len() > MAX_DROPPED_TEXT)
+    {
+        return Err("the list of losses is too long".into());
+    }
+    let losses = l
+        .losses
+        .into_iter()
+        .map(|d| Dropped {
+            path: d.path,
+            reason: d.reason,
+        })
+        .collect();
+    Ok((schema, losses))
 }
 
 fn parse_schema(text: &str, which: &str) -> Result<Value, String> {

@@ -10,9 +10,9 @@ use wasmtime::component::{Component, Linker, ResourceTableError};
 use wasmtime::{Config, Engine, OptLevel, Trap};
 
 use super::GUARD_DEADLINE;
-use super::bindings::{ADAPTER_EXPORT, SchemaAdapterPre};
+use super::bindings::{ADAPTER_EXPORT, AdapterPre, PREVIOUS_EXPORT, SchemaAdapterPre, Version};
 use super::limits::{LimitExceeded, MAX_HOST_RESOURCES};
-use super::sandbox::HostState;
+use super::sandbox::{self, HostState};
 
 /// How often the epoch advances while guests run; the deadline overshoots by at most this.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -114,12 +114,13 @@ impl Drop for Ticking {
     }
 }
 
-/// Links the locked-down WASI and type-checks `component` against the adapter world.
+/// Links the locked-down WASI and type-checks `component` against the adapter world, or
+/// against the previous contract (whose types are checked on a trial instance).
 pub(super) fn instantiate_pre(
     engine: &Engine,
     component: &Component,
-) -> Result<SchemaAdapterPre<HostState>, String> {
-    if component.get_export_index(None, ADAPTER_EXPORT).is_none() {
+) -> Result<AdapterPre, String> {
+    let Some(version) = super::bindings::version(component) else {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(engine)
@@ -131,16 +132,30 @@ pub(super) fn instantiate_pre(
             exports.join(", ")
         };
         return Err(format!(
-            "it exports {exports}; an adapter must export {ADAPTER_EXPORT}"
+            "it exports {exports}; an adapter must export {ADAPTER_EXPORT} (or the previous {PREVIOUS_EXPORT})"
         ));
-    }
+    };
     let mut linker = Linker::<HostState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| format!("cannot link WASI: {e}"))?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(|e| format!("{e:#}"))?;
-    SchemaAdapterPre::new(pre).map_err(|e| format!("{e:#}"))
+    match version {
+        Version::Current => SchemaAdapterPre::new(pre)
+            .map(AdapterPre::Current)
+            .map_err(|e| format!("{e:#}")),
+        Version::Previous(funcs) => {
+            let adapter = AdapterPre::Previous { pre, funcs };
+            let _ticking = Ticking::start();
+            let mut store = sandbox::store(engine);
+            store.set_epoch_deadline(deadline_ticks());
+            adapter
+                .instantiate(&mut store)
+                .map_err(|e| describe_failure(&e))?;
+            Ok(adapter)
+        }
+    }
 }
 
 /// A one-line account of why a guest call failed.

@@ -45,6 +45,11 @@ pub struct StoreBudget {
 }
 
 impl StoreBudget {
+    /// Linear memory the store's instances hold, in bytes (memory never shrinks).
+    pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes
+    }
+
     fn grow(
         used: &mut usize,
         current: usize,

@@ -38,6 +38,13 @@ impl WasiView for HostState {
     }
 }
 
+impl HostState {
+    /// Linear memory the instance holds, in bytes.
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.budget.memory_bytes()
+    }
+}
+
 /// A fresh store with the guard's limits.
 pub(super) fn store(engine: &Engine) -> Store<HostState> {
     let stdout = BoundedSink::default();

@@ -849,7 +849,7 @@ impl SessionInner {
         let arguments = if arguments.is_null() {
             json!({})
         } else {
-            arguments
+            crate::guard::provider::without_absent_nulls(tool.input_schema(), arguments)
         };
         self.validate(tool, &arguments)?;
         let server = self.server(tool.server())?;
@@ -1078,6 +1078,31 @@ impl SessionInner {
             errors,
             schema: tool.input_schema().to_string(),
         })
+    }
+
+    /// `tool`'s input schema lowered for `provider` by its server's adapter (loaded if
+    /// needed; nothing is started).
+    pub async fn lower(
+        &self,
+        tool: &SanitizedTool,
+        provider: crate::guard::Provider,
+    ) -> Result<crate::guard::LoweredTool, McpError> {
+        let server = self.server(tool.server())?;
+        let adapter = self.adapter(server).await?;
+        let tool = tool.clone();
+        let lowered = run_guard(move || adapter.lower_tools(&[&tool], provider).pop())
+            .await
+            .map_err(|reason| McpError::Start {
+                server: server.spec.name.clone(),
+                reason,
+            })?;
+        match lowered {
+            Some(result) => result.map_err(McpError::from),
+            None => Err(McpError::Start {
+                server: server.spec.name.clone(),
+                reason: "the guard returned no lowering".into(),
+            }),
+        }
     }
 
     async fn adapter(&self, server: &Server) -> Result<Arc<Adapter>, McpError> {

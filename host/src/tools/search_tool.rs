@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::guard::SanitizedTool;
+use crate::guard::{Dropped, Provider, SanitizedTool};
 use crate::mcp::client::Session;
 use crate::tools::search::{self, MAX_MATCHES, SearchIndex, semantic, store};
 
@@ -57,8 +57,24 @@ pub struct Returned {
     pub server: String,
     pub tool: String,
     pub score: f32,
+    /// The accepted schema's tokens (what the reserve counts).
     pub tokens: usize,
     pub schema: Value,
+    /// Set when the schema was lowered for a provider: what was lost, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lowering: Option<Lowering>,
+}
+
+/// How a returned schema was lowered for a provider.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lowering {
+    pub provider: Provider,
+    /// The rules the schema meets (`generic` from an adapter without provider profiles).
+    pub profile: Provider,
+    pub losses: Vec<Dropped>,
+    /// Why the schema could not be lowered; the accepted schema is returned instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl SearchReply {
@@ -110,6 +126,36 @@ impl ToolSearch {
         match semantic::availability() {
             semantic::Availability::Ready(_) => None,
             semantic::Availability::Off(why) => Some(why),
+        }
+    }
+
+    /// Replaces each returned schema with its lowering for `provider`, by each tool's
+    /// server's adapter. A tool whose lowering fails keeps its accepted schema and says
+    /// why. Calls are still validated with the accepted schema.
+    pub async fn lower(&self, session: &Session, reply: &mut SearchReply, provider: Provider) {
+        let found = self.lock().found.clone();
+        for r in &mut reply.tools {
+            let Some(tool) = found.get(&r.name) else {
+                continue;
+            };
+            let lowering = match session.lower(tool, provider).await {
+                Ok(l) => {
+                    r.schema["input_schema"] = l.input_schema().clone();
+                    Lowering {
+                        provider,
+                        profile: l.profile(),
+                        losses: l.losses().to_vec(),
+                        error: None,
+                    }
+                }
+                Err(e) => Lowering {
+                    provider,
+                    profile: Provider::Generic,
+                    losses: Vec::new(),
+                    error: Some(e.to_string()),
+                },
+            };
+            r.lowering = Some(lowering);
         }
     }
 
@@ -228,6 +274,7 @@ impl ToolSearch {
                     score,
                     tokens,
                     schema: search::schema_json(t),
+                    lowering: None,
                 });
             } else {
                 not_fitted.push(format!("{} ({tokens} tokens)", t.name()));

@@ -84,6 +84,9 @@ impl Guest for Adapter {
                 r#"{{"type":"object","description":"{}"}}"#,
                 "x".repeat(10 << 20)
             ),
+            s if s.starts_with("lower-") => {
+                format!(r#"{{"type":"object","description":"{}"}}"#, &s[6..])
+            }
             _ => r#"{"type":"object"}"#.to_owned(),
         };
         Ok(AcceptedTool {
@@ -93,6 +96,27 @@ impl Guest for Adapter {
             output_schema: None,
             hints: hints(),
             dropped: Vec::new(),
+        })
+    }
+
+    /// The schema's description (set by `to-schema` for a server named `lower-X`) picks
+    /// the behaviour: `lie` returns a schema no strict provider accepts, `not-json` text,
+    /// and any of `misbehave`'s words misbehaves.
+    fn lower_schema(_provider: Provider, input_schema: String) -> Result<LoweredSchema, Rejection> {
+        let how = input_schema
+            .split("\"description\":\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default();
+        misbehave(how);
+        let schema = match how {
+            "lie" => r#"{"type":"object","properties":{"a":{"type":"string"}}}"#.to_owned(),
+            "not-json" => "this is not json".to_owned(),
+            _ => input_schema,
+        };
+        Ok(LoweredSchema {
+            input_schema: schema,
+            losses: Vec::new(),
         })
     }
 

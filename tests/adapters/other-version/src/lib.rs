@@ -1,4 +1,4 @@
-//! A test adapter for `edgar:schema@0.2.0`: the host must refuse it by version.
+//! A test adapter for `edgar:schema@0.3.0`: the host must refuse it by version.
 #![cfg(target_arch = "wasm32")]
 // wit-bindgen's generated export glue is `unsafe`.
 #![allow(unsafe_code)]
