@@ -5,6 +5,7 @@
 //! `wasm32-wasip2` component (see `component.rs`) and natively, where it is unit-tested
 //! and benchmarked against the component. It does no I/O.
 
+mod convert;
 pub mod limits;
 mod lower;
 mod name;
@@ -22,7 +23,9 @@ pub use types::{
     ResourceContents, ResourceLink, ToolOutput,
 };
 
-// wit-bindgen's generated export glue is `unsafe`; nothing hand-written here is.
-#[cfg(target_arch = "wasm32")]
+// wit-bindgen's generated export glue is `unsafe`; nothing hand-written here is. Off
+// (`default-features = false`) for an adapter crate that builds its own component on
+// this one, as `wit/template/` does.
+#[cfg(all(target_arch = "wasm32", feature = "component"))]
 #[allow(unsafe_code)]
 mod component;

@@ -485,13 +485,13 @@ fn providers(
     ok: &[&SanitizedTool],
     checks: &mut Vec<Check>,
 ) -> Vec<Vec<Result<LoweredTool, GuardError>>> {
-    let total: usize = ok.iter().map(|t| constraints(t.input_schema())).sum();
     let mut all = Vec::new();
     let mut parts = Vec::new();
     let mut pass = true;
     for provider in Provider::ALL {
         let lowered = adapter.lower_tools(ok, provider);
         let mut valid = 0;
+        let mut total = 0;
         let mut lost = 0;
         let mut changes = 0;
         let mut errors = Vec::new();
@@ -502,6 +502,7 @@ fn providers(
                     if violations(l.profile(), t.name(), l.input_schema()).is_empty() {
                         valid += 1;
                     }
+                    total += constraints(t.input_schema());
                     lost += l
                         .losses()
                         .iter()
@@ -515,12 +516,15 @@ fn providers(
         let breaches: Vec<&GuardError> = errors.iter().copied().filter(|e| breach(e)).collect();
         pass &= breaches.is_empty() && valid + errors.len() == ok.len();
         let kept = if total == 0 {
-            100.0
+            "no constraints".to_owned()
         } else {
-            100.0 * (total.saturating_sub(lost)) as f64 / total as f64
+            format!(
+                "{:.1}% of constraints kept",
+                100.0 * (total.saturating_sub(lost)) as f64 / total as f64
+            )
         };
         parts.push(format!(
-            "{provider}: {valid}/{} valid, {kept:.1}% of constraints kept, {changes} changes{}{}",
+            "{provider}: {valid}/{} valid, {kept}, {changes} changes{}{}",
             ok.len(),
             if errors.len() > breaches.len() {
                 format!(", {} refused", errors.len() - breaches.len())

@@ -1,0 +1,49 @@
+//! A schema adapter built on edgar's reference policy (`edgar-guest-schema`), with one
+//! change of its own to show where policy goes: every description says which server the
+//! tool comes from. Replace `to_schema`'s body, or any other function's, with yours; the
+//! host checks whatever you return (see `wit/README.md`).
+
+// wit-bindgen's generated export glue is `unsafe`.
+#![allow(unsafe_code)]
+
+use exports::edgar::schema::adapter as wit;
+
+wit_bindgen::generate!({
+    // The contract, `wit/schema.wit` of edgar (copy it beside this crate when you move it).
+    path: "../schema.wit",
+    world: "schema-adapter",
+});
+
+guest_schema::wit_conversions!(exports::edgar::schema::adapter);
+
+struct MyAdapter;
+
+export!(MyAdapter);
+
+impl wit::Guest for MyAdapter {
+    fn tool_name(server: String, tool: String) -> Result<String, wit::Rejection> {
+        guest_schema::tool_name(&server, &tool).map_err(rejection)
+    }
+
+    fn to_schema(server: String, tool_json: String) -> Result<wit::AcceptedTool, wit::Rejection> {
+        let mut tool = guest_schema::to_schema(&server, &tool_json).map_err(rejection)?;
+        // Your policy: here, name the server in front of the description.
+        tool.description = format!("[{server}] {}", tool.description);
+        Ok(accepted(tool))
+    }
+
+    fn to_result(result_json: String) -> Result<wit::ToolOutput, wit::Rejection> {
+        guest_schema::to_result(&result_json)
+            .map(output)
+            .map_err(rejection)
+    }
+
+    fn lower_schema(
+        p: wit::Provider,
+        input_schema: String,
+    ) -> Result<wit::LoweredSchema, wit::Rejection> {
+        guest_schema::lower_schema(provider(p), &input_schema)
+            .map(lowered)
+            .map_err(rejection)
+    }
+}
