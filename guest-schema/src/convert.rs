@@ -15,9 +15,7 @@ macro_rules! wit_conversions {
             let kind = match r.kind {
                 $crate::RejectionKind::InvalidJson => wit_types::RejectionKind::InvalidJson,
                 $crate::RejectionKind::InvalidName => wit_types::RejectionKind::InvalidName,
-                $crate::RejectionKind::NotObjectSchema => {
-                    wit_types::RejectionKind::NotObjectSchema
-                }
+                $crate::RejectionKind::NotObjectSchema => wit_types::RejectionKind::NotObjectSchema,
                 $crate::RejectionKind::TooLarge => wit_types::RejectionKind::TooLarge,
                 $crate::RejectionKind::Other => wit_types::RejectionKind::Other,
             };

@@ -16,7 +16,11 @@ const ROUNDS: usize = 11;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--cold-start") {
-        cold_start_child(Path::new(&args[i + 1]));
+        let source = match args.get(i + 2) {
+            Some(file) => AdapterSource::File(PathBuf::from(file)),
+            None => AdapterSource::Builtin,
+        };
+        cold_start_child(Path::new(&args[i + 1]), &source);
         return;
     }
     let corpus = load_corpus();
@@ -126,38 +130,73 @@ fn main() {
         fresh.as_secs_f64() * 1e6 / 1000.0
     );
 
+    cold_starts("", None);
+
+    // The JavaScript adapter of tests/adapters/js, when .ci/test has built it.
+    let js = std::env::var_os("EDGAR_TEST_DEPS")
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-deps"),
+            PathBuf::from,
+        )
+        .join("js-adapter/adapter.wasm");
+    if !js.exists() {
+        println!("\n(The JavaScript adapter is not built: run .ci/test to measure it.)");
+        return;
+    }
+    let js_adapter = guard
+        .adapter(&AdapterSource::File(js.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let js_full = median(3, || {
+        let t = Instant::now();
+        for (server, list) in &raw {
+            std::hint::black_box(js_adapter.accept_tools(server, list));
+        }
+        t.elapsed()
+    });
+    println!(
+        "| JavaScript adapter (ComponentizeJS, {:.1} MB): whole guard per tool | {:.1} µs |",
+        std::fs::metadata(&js).map_or(0.0, |m| m.len() as f64 / 1e6),
+        per(js_full)
+    );
+    println!(
+        "| JavaScript adapter: most linear memory of one instance over the corpus | {:.1} MiB |",
+        js_adapter.peak_memory() as f64 / f64::from(1 << 20)
+    );
+    cold_starts("JavaScript adapter: ", Some(&js));
+}
+
+/// Cold starts in fresh processes, with and without the precompiled artifact cached.
+fn cold_starts(label: &str, adapter: Option<&Path>) {
     let dir = tempfile_dir();
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
     let cold: Vec<(f64, f64)> = (0..3)
         .map(|_| {
             let _ = std::fs::remove_dir_all(&dir);
-            child(&exe, &dir)
+            child(&exe, &dir, adapter)
         })
         .collect();
-    let warm: Vec<(f64, f64)> = (0..5).map(|_| child(&exe, &dir)).collect();
+    let warm: Vec<(f64, f64)> = (0..5).map(|_| child(&exe, &dir, adapter)).collect();
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "| cold start: engine + compile with Cranelift (no cache), first call | {:.1} ms |",
+        "| {label}cold start: engine + compile with Cranelift (no cache), first call | {:.1} ms |",
         median_f(cold.iter().map(|c| c.0).collect())
     );
     println!(
-        "| cold start: engine + load precompiled artifact, first call | {:.1} ms |",
+        "| {label}cold start: engine + load precompiled artifact, first call | {:.1} ms |",
         median_f(warm.iter().map(|c| c.0).collect())
     );
     println!(
-        "| process RSS growth from loading the guard (warm cache) | {:.1} MiB |",
+        "| {label}process RSS growth from loading the guard (warm cache) | {:.1} MiB |",
         median_f(warm.iter().map(|c| c.1).collect())
     );
 }
 
 /// In a fresh process: time from nothing to the first answered call, and RSS growth.
-fn cold_start_child(cache: &Path) {
+fn cold_start_child(cache: &Path, source: &AdapterSource) {
     let before = rss_kib();
     let t = Instant::now();
     let guard = Guard::new(Some(cache.to_owned()));
-    let adapter = guard
-        .adapter(&AdapterSource::Builtin)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let adapter = guard.adapter(source).unwrap_or_else(|e| panic!("{e}"));
     let name = adapter
         .tool_name("s", "t")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -170,10 +209,11 @@ fn cold_start_child(cache: &Path) {
     );
 }
 
-fn child(exe: &Path, dir: &Path) -> (f64, f64) {
+fn child(exe: &Path, dir: &Path, adapter: Option<&Path>) -> (f64, f64) {
     let out = Command::new(exe)
         .arg("--cold-start")
         .arg(dir)
+        .args(adapter)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);

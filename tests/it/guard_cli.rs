@@ -284,19 +284,59 @@ fn the_kit_passes_the_javascript_adapter() {
     let r = run(
         EDGAR,
         h.path(),
-        &["guard", "check", "--adapter", js.to_str().unwrap_or_default(), "--corpus", &corpus_dir()],
+        &[
+            "guard",
+            "check",
+            "--adapter",
+            js.to_str().unwrap_or_default(),
+            "--corpus",
+            &corpus_dir(),
+        ],
         b"",
     );
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("2506 accepted, 0 refused"), "{}", r.stdout);
-    assert!(r.stdout.contains("generic: 2506/2506 valid"), "{}", r.stdout);
-    assert!(r.stdout.contains("gemini: 0/2506 valid, no constraints, 0 changes, 2506 refused"), "{}", r.stdout);
-    assert!(r.stdout.ends_with("result: pass (8 of 8 invariants hold)\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("2506 accepted, 0 refused"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("generic: 2506/2506 valid"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("gemini: 0/2506 valid, no constraints, 0 changes, 2506 refused"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .ends_with("result: pass (8 of 8 invariants hold)\n"),
+        "{}",
+        r.stdout
+    );
     // And the CLI uses it like any adapter.
-    let r = run(EDGAR, h.path(), &["guard", "tool-name", "s", "a.b", "--adapter", js.to_str().unwrap_or_default()], b"");
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "guard",
+            "tool-name",
+            "s",
+            "a.b",
+            "--adapter",
+            js.to_str().unwrap_or_default(),
+        ],
+        b"",
+    );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let name = r.json();
-    assert!(name.as_str().is_some_and(|n| n.starts_with("s__a_b__")), "{name}");
+    assert!(
+        name.as_str().is_some_and(|n| n.starts_with("s__a_b__")),
+        "{name}"
+    );
 }
 
 /// The adapter template (`wit/template`, built by `.ci/test` with the one command its
@@ -306,9 +346,26 @@ fn the_kit_passes_the_adapter_template() {
     let h = home();
     let wasm = edgar_tests::installed("template/wasm32-wasip2/release/my_schema_adapter.wasm");
     let wasm = wasm.to_str().unwrap_or_default();
-    let r = run(EDGAR, h.path(), &["guard", "check", "--adapter", wasm, "--corpus", &corpus_dir()], b"");
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "guard",
+            "check",
+            "--adapter",
+            wasm,
+            "--corpus",
+            &corpus_dir(),
+        ],
+        b"",
+    );
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.ends_with("result: pass (8 of 8 invariants hold)\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .ends_with("result: pass (8 of 8 invariants hold)\n"),
+        "{}",
+        r.stdout
+    );
     let r = run(
         EDGAR,
         h.path(),

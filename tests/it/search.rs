@@ -117,6 +117,85 @@ fn cli_prints_what_the_model_receives() {
     assert!(r.stdout.len() < 5000, "the query is not echoed in full");
 }
 
+/// `--provider` lowers each returned schema for that provider: the JSON carries the
+/// lowered schema and its losses, the text mode prints the schema on stdout and the
+/// losses on stderr.
+#[test]
+fn cli_lowers_the_returned_schemas_for_a_provider() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = h.path().join("config").join("edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("mcp.json"),
+        json!({"mcpServers": {"fake": {"command": FAKE, "args": ["good"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "tool-search",
+            "echo some text back",
+            "--json",
+            "--provider",
+            "openai-strict",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v = r.json();
+    let echo = &v["tools"][0];
+    assert_eq!(echo["name"], "fake__echo");
+    let schema = &echo["schema"]["input_schema"];
+    assert_eq!(schema["additionalProperties"], false, "{schema}");
+    assert_eq!(schema["required"], json!(["text", "a", "b", "sleep_ms"]));
+    assert_eq!(
+        schema["properties"]["text"]["type"],
+        json!(["string", "null"])
+    );
+    assert_eq!(echo["lowering"]["provider"], "openai-strict");
+    assert_eq!(echo["lowering"]["losses"].as_array().map(Vec::len), Some(4));
+
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["tool-search", "echo some text back", "--provider", "gemini"],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains(r#""input_schema":{"type":"object""#),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("losses"),
+        "losses stay off what the model reads"
+    );
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "tool-search",
+            "echo some text back",
+            "--provider",
+            "openai-strict",
+        ],
+        b"",
+    );
+    assert!(
+        r.stderr.contains("fake__echo for openai-strict: 4 changes"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("/properties/text optional: now required and nullable"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn an_empty_catalog_says_so() {
     let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
