@@ -5,6 +5,10 @@
 //! `wasm32-wasip2` component (see `component.rs`) and natively, where it is unit-tested
 //! and benchmarked against the component. It does no I/O.
 
+// The allocator is the one hand-written `unsafe` here, each use with its argument.
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)]
+mod arena;
 mod convert;
 pub mod limits;
 mod lower;
@@ -14,6 +18,8 @@ mod schema;
 mod text;
 mod types;
 
+#[cfg(target_arch = "wasm32")]
+pub use arena::Arena;
 pub use lower::{LoweredSchema, MAX_LOSSES, Provider, lower_schema};
 pub use name::{BUILTIN_TOOLS, tool_name};
 pub use result::to_result;
@@ -23,7 +29,8 @@ pub use types::{
     ResourceContents, ResourceLink, ToolOutput,
 };
 
-// wit-bindgen's generated export glue is `unsafe`; nothing hand-written here is. Off
+// wit-bindgen's generated export glue is `unsafe` (the allocator above is the only
+// hand-written `unsafe`). Off
 // (`default-features = false`) for an adapter crate that builds its own component on
 // this one, as `wit/template/` does.
 #[cfg(all(target_arch = "wasm32", feature = "component"))]

@@ -24,6 +24,36 @@ fn main() {
         return;
     }
     let corpus = load_corpus();
+    // K passes of one side only, for an instruction counter (`valgrind --tool=callgrind`):
+    // the difference between two K is the cost of the passes alone.
+    let passes = |flag: &str| {
+        args.iter().position(|a| a == flag).map(|i| {
+            args.get(i + 1)
+                .and_then(|k| k.parse::<usize>().ok())
+                .unwrap_or(1)
+        })
+    };
+    if let Some(k) = passes("--passes-native") {
+        for (server, list) in corpus.iter().cycle().take(k * corpus.len()) {
+            for (name, json) in list {
+                std::hint::black_box(guest_schema::tool_name(server, name).ok());
+                std::hint::black_box(guest_schema::to_schema(server, json).ok());
+            }
+        }
+        return;
+    }
+    if let Some(k) = passes("--passes-wasm") {
+        let source = match args.iter().position(|a| a == "--adapter") {
+            Some(i) => AdapterSource::File(PathBuf::from(&args[i + 1])),
+            None => AdapterSource::Builtin,
+        };
+        let guard = Guard::new(Some(tempfile_dir()));
+        let adapter = guard.adapter(&source).unwrap_or_else(|e| panic!("{e}"));
+        for (server, list) in corpus.iter().cycle().take(k * corpus.len()) {
+            std::hint::black_box(adapter.bench_raw_calls(server, list).ok());
+        }
+        return;
+    }
     let tools: usize = corpus.iter().map(|(_, t)| t.len()).sum();
     println!("Corpus: {} servers, {tools} tools.\n", corpus.len());
     println!("| measurement | result |");

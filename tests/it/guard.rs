@@ -474,3 +474,24 @@ fn arguments_are_validated_with_the_accepted_schema_not_the_lowered_one() {
         assert!(!l.losses().is_empty());
     }
 }
+
+/// The reference adapter's per-call arena gives its memory back between calls: an
+/// instance reused for thousands of results stays small, as it would with any allocator.
+#[test]
+fn an_instance_reused_for_many_calls_does_not_grow() {
+    let guard = Guard::new(None);
+    let a = guard
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let result = json!({"content": [{"type": "text", "text": "x".repeat(100_000)}]}).to_string();
+    for _ in 0..2000 {
+        a.to_result("s", "t", &result)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let tools: Vec<String> = (0..2000)
+        .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}).to_string())
+        .collect();
+    assert!(a.accept_tools("s", &tools).iter().all(Result::is_ok));
+    // 2,000 calls of 100 KB each would need 200 MB without reuse; the limit is 64 MiB.
+    assert!(a.peak_memory() < 8 << 20, "{} bytes", a.peak_memory());
+}

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATIONS, Lowering, at, merge_all_of, said, shown, tell, types};
+use super::{ANNOTATIONS, Lowering, at, escape, merge_all_of, said, shown, tell, types};
 use crate::types::Rejection;
 
 /// Formats Gemini accepts, by type.
@@ -184,7 +184,8 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
     let mut said_list = Vec::new();
     for (key, value) in map.iter() {
         let key = key.as_str();
-        let here = at(path, key);
+        // Built only for a loss: most keywords have none.
+        let here = || at(path, key);
         match key {
             "type" | "title" | "description" | "anyOf" | "oneOf" | "properties" | "required"
             | "items" => {}
@@ -198,7 +199,7 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
                 }
                 None => {
                     cx.lose(
-                        &here,
+                        &here(),
                         "Gemini takes enums of strings only; moved to the description",
                     );
                     said_list.push(format!("one of: {}", shown(value)));
@@ -210,7 +211,7 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
                     out.insert("format".into(), json!("enum"));
                 }
                 _ => {
-                    cx.lose(&here, "Gemini has no const; moved to the description");
+                    cx.lose(&here(), "Gemini has no const; moved to the description");
                     said_list.push(said(key, value));
                 }
             },
@@ -220,7 +221,7 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
                 }
                 _ => {
                     cx.lose(
-                        &here,
+                        &here(),
                         "a format Gemini does not know; moved to the description",
                     );
                     said_list.push(said(key, value));
@@ -234,7 +235,7 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
             }
             "exclusiveMinimum" | "exclusiveMaximum" if ty == "number" || ty == "integer" => {
                 cx.lose(
-                    &here,
+                    &here(),
                     "Gemini has inclusive bounds only; the bound now admits its own value",
                 );
                 let inclusive = if key == "exclusiveMinimum" {
@@ -255,14 +256,14 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
                 out.insert(key.into(), value.clone());
             }
             "additionalProperties" if *value != Value::Bool(true) => {
-                cx.lose(&here, "Gemini has no additionalProperties; dropped");
+                cx.lose(&here(), "Gemini has no additionalProperties; dropped");
             }
             "additionalProperties" => {}
             "$defs" | "definitions" => {}
             k if ANNOTATIONS.contains(&k) => {}
             _ if super::strict::applies(key, &ty) => {
                 cx.lose(
-                    &here,
+                    &here(),
                     "a keyword Gemini does not accept; moved to the description",
                 );
                 said_list.push(said(key, value));
@@ -340,7 +341,7 @@ fn object(
     let mut props = Map::new();
     if let Some(Value::Object(given)) = map.get("properties") {
         for (name, schema) in given {
-            let here = at(&at(path, "properties"), name);
+            let here = format!("{path}/properties/{}", escape(name));
             if let Some(v) = node(cx, schema, &here, Place::Other) {
                 props.insert(name.clone(), v);
             }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATIONS, Lowering, at, merge_all_of, said, tell, types};
+use super::{ANNOTATIONS, Lowering, at, escape, merge_all_of, said, tell, types};
 use crate::types::{Rejection, RejectionKind};
 
 /// String formats strict mode accepts.
@@ -189,7 +189,8 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, root: bool) -> Value 
     );
     for (key, value) in map.iter() {
         let key = key.as_str();
-        let here = at(path, key);
+        // Built only for a loss: most keywords have none.
+        let here = || at(path, key);
         match key {
             "type"
             | "title"
@@ -204,12 +205,12 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, root: bool) -> Value 
                 if let Value::Object(defs) = value {
                     let lowered: Map<String, Value> = defs
                         .iter()
-                        .map(|(k, d)| (k.clone(), node(cx, d, &at(&here, k), false)))
+                        .map(|(k, d)| (k.clone(), node(cx, d, &at(&here(), k), false)))
                         .collect();
                     out.insert(key.into(), Value::Object(lowered));
                 }
             }
-            "$defs" | "definitions" => cx.lose(&here, "definitions below the top level dropped"),
+            "$defs" | "definitions" => cx.lose(&here(), "definitions below the top level dropped"),
             "enum" => {
                 out.insert(key.into(), value.clone());
             }
@@ -221,7 +222,7 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, root: bool) -> Value 
                     out.insert(key.into(), value.clone());
                 } else {
                     cx.lose(
-                        &here,
+                        &here(),
                         "a format strict mode does not know; moved to the description",
                     );
                     said_list.push(said(key, value));
@@ -239,14 +240,14 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, root: bool) -> Value 
             k if ANNOTATIONS.contains(&k) => {}
             "default" => {
                 cx.lose(
-                    &here,
+                    &here(),
                     "a default strict mode cannot carry; moved to the description",
                 );
                 said_list.push(said(key, value));
             }
             _ if applies(key, &ty) => {
                 cx.lose(
-                    &here,
+                    &here(),
                     "a keyword strict mode does not accept; moved to the description",
                 );
                 said_list.push(said(key, value));
@@ -325,7 +326,7 @@ fn object(
     let mut props = Map::new();
     if let Some(Value::Object(given)) = map.get("properties") {
         for (name, schema) in given {
-            let here = at(&at(path, "properties"), name);
+            let here = format!("{path}/properties/{}", escape(name));
             let mut lowered = node(cx, schema, &here, false);
             if !required.contains(&name.as_str()) {
                 cx.lose(

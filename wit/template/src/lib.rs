@@ -16,6 +16,10 @@ wit_bindgen::generate!({
 
 guest_schema::wit_conversions!(exports::edgar::schema::adapter);
 
+/// The reference policy's per-call arena: much faster than the default allocator here.
+#[global_allocator]
+static ALLOCATOR: guest_schema::Arena = guest_schema::Arena::new();
+
 struct MyAdapter;
 
 export!(MyAdapter);
