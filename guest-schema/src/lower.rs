@@ -171,6 +171,55 @@ fn tell(out: &mut Map<String, Value>, said: &[String]) {
     out.insert("description".into(), Value::String(text));
 }
 
+/// The schema's `title` and `description`, which every provider takes.
+fn annotations(map: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for key in ["title", "description"] {
+        if let Some(v @ Value::String(_)) = map.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out
+}
+
+/// Whether the schema says what it is itself, beside any alternatives.
+fn has_own(map: &Map<String, Value>) -> bool {
+    ["type", "properties", "items", "enum", "const"]
+        .iter()
+        .any(|k| map.contains_key(*k))
+}
+
+/// The alternatives to lower in place of the schema: its `anyOf`, or its `oneOf`
+/// (reported as weakened to `anyOf`). When they may not stand alone (`allowed` false:
+/// beside the schema's own keywords, or at the top), they are dropped and reported.
+fn alternatives<'m>(
+    cx: &mut Lowering<'_>,
+    map: &'m Map<String, Value>,
+    path: &str,
+    allowed: bool,
+) -> Option<(&'static str, &'m [Value])> {
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(branches)) = map.get(key) else {
+            continue;
+        };
+        if !allowed {
+            cx.lose(
+                &at(path, key),
+                "alternatives beside the schema's own keywords dropped",
+            );
+            continue;
+        }
+        if key == "oneOf" {
+            cx.lose(
+                &at(path, key),
+                "oneOf became anyOf: exclusivity not enforced",
+            );
+        }
+        return Some((key, branches));
+    }
+    None
+}
+
 /// The schema's `type` as a list of names and whether `null` is among them; when it
 /// has none, what its keywords imply.
 fn types(map: &Map<String, Value>) -> (Vec<String>, bool) {

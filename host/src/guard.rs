@@ -473,12 +473,12 @@ impl Adapter {
 
     /// The model-visible name of `tool` on `server`.
     pub fn tool_name(&self, server: &str, tool: &str) -> Result<String, GuardError> {
-        self.session()?.tool_name(server, tool)
+        self.session().tool_name(server, tool)
     }
 
     /// Accepts one tool object (JSON text) from `server`'s `tools/list`.
     pub fn to_schema(&self, server: &str, tool_json: &str) -> Result<SanitizedTool, GuardError> {
-        self.session()?.accept(server, tool_json)
+        self.session().accept(server, tool_json)
     }
 
     /// Accepts a whole `tools/list` reply's tools in one sandboxed instance (a fresh
@@ -490,21 +490,7 @@ impl Adapter {
         server: &str,
         tools: &[String],
     ) -> Vec<Result<SanitizedTool, GuardError>> {
-        let mut session = match self.session() {
-            Ok(s) => s,
-            Err(e) => {
-                let reason = e.to_string();
-                return tools
-                    .iter()
-                    .map(|_| {
-                        Err(GuardError::Failed {
-                            subject: Subject::new(server, None),
-                            reason: reason.clone(),
-                        })
-                    })
-                    .collect();
-            }
-        };
+        let mut session = self.session();
         session.batch_ends = Some(Instant::now() + GUARD_BATCH_DEADLINE);
         let mut names: HashMap<String, String> = HashMap::new();
         let mut out = Vec::with_capacity(tools.len());
@@ -552,7 +538,7 @@ impl Adapter {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(server)
             .and_then(Vec::pop);
-        let mut session = Session::new(self)?;
+        let mut session = Session::new(self);
         session.live = live;
         let result = session.convert(server, tool, result_json);
         if let Some(live) = session.live.take()
@@ -568,33 +554,35 @@ impl Adapter {
         result
     }
 
-    /// Lowers each tool's input schema for `provider` in one sandboxed instance, and
-    /// checks every result against the provider's rules. An adapter of the previous
+    /// Lowers each tool's input schema for `provider` in one sandboxed instance (a fresh
+    /// one after any failure), within [`GUARD_BATCH_DEADLINE`], and checks every result
+    /// against the provider's rules; one result per tool. An adapter of the previous
     /// contract gives the generic profile, said in the losses.
     pub fn lower_tools(
         &self,
         tools: &[&SanitizedTool],
         provider: Provider,
     ) -> Vec<Result<LoweredTool, GuardError>> {
-        let mut session = match self.session() {
-            Ok(s) => s,
-            Err(e) => {
-                let reason = e.to_string();
-                return tools
-                    .iter()
-                    .map(|t| {
-                        Err(GuardError::Failed {
-                            subject: Subject::new(&t.server, Some(&t.tool)),
-                            reason: reason.clone(),
-                        })
-                    })
-                    .collect();
-            }
-        };
-        tools.iter().map(|t| session.lower(t, provider)).collect()
+        let mut session = self.session();
+        session.batch_ends = Some(Instant::now() + GUARD_BATCH_DEADLINE);
+        tools
+            .iter()
+            .map(|t| {
+                if session.batch_spent() {
+                    return Err(GuardError::Failed {
+                        subject: Subject::new(&t.server, Some(&t.tool)),
+                        reason: format!(
+                            "ran past its {} s limit for one batch; not lowered",
+                            GUARD_BATCH_DEADLINE.as_secs()
+                        ),
+                    });
+                }
+                session.lower(t, provider)
+            })
+            .collect()
     }
 
-    fn session(&self) -> Result<Session<'_>, GuardError> {
+    fn session(&self) -> Session<'_> {
         Session::new(self)
     }
 
@@ -607,7 +595,7 @@ impl Adapter {
         server: &str,
         tools: &[(String, String)],
     ) -> Result<usize, GuardError> {
-        let mut session = self.session()?;
+        let mut session = self.session();
         let subject = Subject::default();
         let mut ok = 0;
         for (name, json) in tools {
@@ -621,7 +609,7 @@ impl Adapter {
     /// For benchmarks: `n` trivial `tool-name` calls in one fresh instance.
     #[doc(hidden)]
     pub fn bench_empty_calls(&self, n: usize) -> Result<(), GuardError> {
-        let mut session = self.session()?;
+        let mut session = self.session();
         for _ in 0..n {
             session
                 .call(&Subject::default(), |g, s| g.tool_name(s, "s", "t"))?
@@ -642,13 +630,13 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(adapter: &'a Adapter) -> Result<Session<'a>, GuardError> {
-        Ok(Session {
+    fn new(adapter: &'a Adapter) -> Session<'a> {
+        Session {
             adapter,
             live: None,
             batch_ends: None,
             _ticking: engine::Ticking::start(),
-        })
+        }
     }
 
     fn batch_spent(&self) -> bool {

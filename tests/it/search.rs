@@ -50,8 +50,8 @@ async fn the_prompt_has_names_until_a_search_finds_schemas() {
     h.close().await;
 }
 
-#[test]
-fn cli_prints_what_the_model_receives() {
+/// A home whose user config has the fake server `fake`.
+fn home_with_fake() -> tempfile::TempDir {
     let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = h.path().join("config").join("edgar");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
@@ -60,6 +60,12 @@ fn cli_prints_what_the_model_receives() {
         json!({"mcpServers": {"fake": {"command": FAKE, "args": ["good"]}}}).to_string(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    h
+}
+
+#[test]
+fn cli_prints_what_the_model_receives() {
+    let h = home_with_fake();
     let r = run(
         EDGAR,
         h.path(),
@@ -122,14 +128,7 @@ fn cli_prints_what_the_model_receives() {
 /// losses on stderr.
 #[test]
 fn cli_lowers_the_returned_schemas_for_a_provider() {
-    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = h.path().join("config").join("edgar");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.join("mcp.json"),
-        json!({"mcpServers": {"fake": {"command": FAKE, "args": ["good"]}}}).to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let h = home_with_fake();
     let r = run(
         EDGAR,
         h.path(),

@@ -6,7 +6,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATIONS, Lowering, at, escape, merge_all_of, said, shown, tell, types};
+use super::{
+    ANNOTATIONS, Lowering, alternatives, annotations, at, escape, has_own, merge_all_of, said,
+    shown, tell, types,
+};
 use crate::types::Rejection;
 
 /// Formats Gemini accepts, by type.
@@ -74,32 +77,10 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, place: Place) -> Opti
         };
     }
     let map = merge_all_of(cx, map, path);
-    let mut out = Map::new();
-    for key in ["title", "description"] {
-        if let Some(v @ Value::String(_)) = map.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    let own = ["type", "properties", "items", "enum", "const"]
-        .iter()
-        .any(|k| map.contains_key(*k));
-    for key in ["anyOf", "oneOf"] {
-        let Some(Value::Array(branches)) = map.get(key) else {
-            continue;
-        };
-        if own || place == Place::Root {
-            cx.lose(
-                &at(path, key),
-                "alternatives beside the schema's own keywords dropped",
-            );
-            continue;
-        }
-        if key == "oneOf" {
-            cx.lose(
-                &at(path, key),
-                "oneOf became anyOf: exclusivity not enforced",
-            );
-        }
+    let mut out = annotations(&map);
+    if let Some((key, branches)) =
+        alternatives(cx, &map, path, !(has_own(&map) || place == Place::Root))
+    {
         let mut null = false;
         let mut kept = Vec::new();
         for (i, b) in branches.iter().enumerate() {

@@ -5,7 +5,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATIONS, Lowering, at, escape, merge_all_of, said, tell, types};
+use super::{
+    ANNOTATIONS, Lowering, alternatives, annotations, at, escape, has_own, merge_all_of, said,
+    tell, types,
+};
 use crate::types::{Rejection, RejectionKind};
 
 /// String formats strict mode accepts.
@@ -116,32 +119,8 @@ fn node(cx: &mut Lowering<'_>, schema: &Value, path: &str, root: bool) -> Value 
     }
     let map = merge_all_of(cx, map, path);
     let mut said_list = Vec::new();
-    let mut out = Map::new();
-    for key in ["title", "description"] {
-        if let Some(v @ Value::String(_)) = map.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    let own = ["type", "properties", "items", "enum", "const"]
-        .iter()
-        .any(|k| map.contains_key(*k));
-    for key in ["anyOf", "oneOf"] {
-        let Some(Value::Array(branches)) = map.get(key) else {
-            continue;
-        };
-        if own || root {
-            cx.lose(
-                &at(path, key),
-                "alternatives beside the schema's own keywords dropped",
-            );
-            continue;
-        }
-        if key == "oneOf" {
-            cx.lose(
-                &at(path, key),
-                "oneOf became anyOf: exclusivity not enforced",
-            );
-        }
+    let mut out = annotations(&map);
+    if let Some((key, branches)) = alternatives(cx, &map, path, !(has_own(&map) || root)) {
         let lowered: Vec<Value> = branches
             .iter()
             .enumerate()

@@ -8,6 +8,10 @@
 //! `Schema` object (the OpenAPI 3.0 subset), plus Gemini's refusals seen in the field:
 //! an object below the top without properties, an array without `items`, `anyOf`
 //! directly inside `items`.
+//!
+//! The reference adapter has its own copy of some of these lists (`guest-schema/src/
+//! lower/`): on purpose, since the host checks what any adapter returns against the
+//! rules as published, not as one adapter understood them.
 
 use std::fmt;
 use std::str::FromStr;
