@@ -7,16 +7,46 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// The exit status of a writer whose reader went away: what a shell reports for a
+/// process killed by SIGPIPE (128 + 13).
+const BROKEN_PIPE_EXIT: u8 = 141;
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let args = cli::Cli::parse();
     init_logging();
     match commands::run(args) {
         Ok(code) => code,
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::from(BROKEN_PIPE_EXIT)
+        }
         Err(e) => {
             eprintln!("edgar: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `println!` panics when stdout is a pipe whose reader has gone (`edgar mcp list | head
+/// -1`). The reader stopping early is its choice, not an error: exit quietly, as a Unix
+/// tool killed by SIGPIPE would (stdio servers die with edgar, `PR_SET_PDEATHSIG`).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(i32::from(BROKEN_PIPE_EXIT));
+        }
+        default(info);
+    }));
 }
 
 /// Logs go to stderr, filtered by `EDGAR_LOG` (default: warnings), coloured only on a

@@ -342,3 +342,23 @@ fn the_kit_passes_the_adapter_template() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.json()["description"], "[demo] does x");
 }
+
+/// A reader that stops early (`edgar guard check | head -1`) ends edgar quietly with the
+/// status a shell gives a writer killed by SIGPIPE, not with a panic.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let h = home();
+    let mut cmd = std::process::Command::new(EDGAR);
+    let mut child = edgar_tests::in_home(&mut cmd, h.path())
+        .args(["guard", "check"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -96,10 +96,14 @@ impl Report {
             Some(c) => format!("contract edgar:schema/adapter@{c}; "),
             None => "did not load; ".to_owned(),
         };
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         let _ = writeln!(
             out,
-            "corpus of {} servers, {} tools",
-            self.servers, self.tools
+            "corpus of {} server{}, {} tool{}",
+            self.servers,
+            plural(self.servers),
+            self.tools,
+            plural(self.tools)
         );
         for c in &self.checks {
             let _ = writeln!(
