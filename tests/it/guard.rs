@@ -442,6 +442,24 @@ fn a_lying_or_runaway_lowering_is_refused() {
     }
 }
 
+/// An adapter's loss notes reach terminals: control and invisible formatting
+/// characters are gone from them by the time the host hands them on.
+#[test]
+fn an_adapters_loss_notes_are_cleaned() {
+    let a = misbehaving();
+    let t = a
+        .to_schema("lower-evil-note", r#"{"name": "t"}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let l = a
+        .lower_tools(&[&t], Provider::Anthropic)
+        .pop()
+        .unwrap_or_else(|| panic!("one result"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let note = &l.losses()[0];
+    assert_eq!(note.path, "/properties/x [2J");
+    assert_eq!(note.reason, "cleared your screen ");
+}
+
 /// The lowered schema only changes what the model is shown: arguments are validated
 /// with the accepted schema, which refuses what a lowering weakened.
 #[test]

@@ -90,10 +90,6 @@ impl AdapterPre {
                 let funcs: [Func; 3] = found
                     .try_into()
                     .map_err(|_| wasmtime::format_err!("three functions expected"))?;
-                let [name, schema, result] = &funcs;
-                name.typed::<NameCall<'_>, NameResult>(&*store)?;
-                schema.typed::<NameCall<'_>, SchemaResult>(&*store)?;
-                result.typed::<ResultCall<'_>, OutputResult>(&*store)?;
                 Ok(Instance::Previous(funcs))
             }
         }
@@ -101,6 +97,18 @@ impl AdapterPre {
 }
 
 impl Instance {
+    /// Type-checks a previous-contract instance's functions against the records (each
+    /// call checks its own again, as it takes a typed handle); done once at load so an
+    /// incompatible component is refused there.
+    pub(super) fn check_types(&self, store: &Store<HostState>) -> wasmtime::Result<()> {
+        if let Instance::Previous([name, schema, result]) = self {
+            name.typed::<NameCall<'_>, NameResult>(store)?;
+            schema.typed::<NameCall<'_>, SchemaResult>(store)?;
+            result.typed::<ResultCall<'_>, OutputResult>(store)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn tool_name(
         &self,
         store: &mut Store<HostState>,

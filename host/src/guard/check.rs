@@ -149,15 +149,17 @@ pub(super) fn accepted(t: wit::AcceptedTool) -> Result<Checked, String> {
             idempotent: t.hints.idempotent,
             open_world: t.hints.open_world,
         },
-        dropped: t
-            .dropped
-            .into_iter()
-            .map(|d| Dropped {
-                path: d.path,
-                reason: d.reason,
-            })
-            .collect(),
+        dropped: t.dropped.into_iter().map(dropped).collect(),
     })
+}
+
+/// A drop or loss note as shown to a user: the adapter wrote it, so control and
+/// invisible formatting characters become spaces before it reaches a terminal.
+fn dropped(d: wit::Dropped) -> Dropped {
+    Dropped {
+        path: shown_message(&d.path),
+        reason: shown_message(&d.reason),
+    }
 }
 
 /// A lowered schema's JSON and losses, within the host's limits.
@@ -176,14 +178,7 @@ pub(super) fn lowered(l: wit::LoweredSchema) -> Result<(Value, Vec<Dropped>), St
     {
         return Err("the list of losses is too long".into());
     }
-    let losses = l
-        .losses
-        .into_iter()
-        .map(|d| Dropped {
-            path: d.path,
-            reason: d.reason,
-        })
-        .collect();
+    let losses = l.losses.into_iter().map(dropped).collect();
     Ok((schema, losses))
 }
 

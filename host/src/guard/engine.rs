@@ -152,6 +152,7 @@ pub(super) fn instantiate_pre(
             store.set_epoch_deadline(deadline_ticks());
             adapter
                 .instantiate(&mut store)
+                .and_then(|instance| instance.check_types(&store))
                 .map_err(|e| describe_failure(&e))?;
             Ok(adapter)
         }

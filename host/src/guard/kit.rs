@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::check::shown;
 use super::provider::{Provider, violations};
 use super::{
     Adapter, AdapterSource, GUARD_DEADLINE, GUARD_MEMORY_BYTES, Guard, GuardError, LoweredTool,
@@ -286,7 +287,13 @@ fn names(adapter: &Adapter, ok: &[&SanitizedTool]) -> Check {
         if let Some((s0, t0)) = seen.get(&name)
             && (s0, t0) != (&server, &tool)
         {
-            problems.push(format!("{name} names both {s0}/{t0} and {server}/{tool}"));
+            problems.push(format!(
+                "{name} names both {}/{} and {}/{}",
+                shown(s0),
+                shown(t0),
+                shown(&server),
+                shown(&tool)
+            ));
         }
         seen.insert(name, (server, tool));
     }

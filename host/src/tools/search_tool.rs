@@ -133,12 +133,11 @@ impl ToolSearch {
     /// server's adapter. A tool whose lowering fails keeps its accepted schema and says
     /// why. Calls are still validated with the accepted schema.
     pub async fn lower(&self, session: &Session, reply: &mut SearchReply, provider: Provider) {
-        let found = self.lock().found.clone();
         for r in &mut reply.tools {
-            let Some(tool) = found.get(&r.name) else {
+            let Some(tool) = self.lock().found.get(&r.name).cloned() else {
                 continue;
             };
-            let lowering = match session.lower(tool, provider).await {
+            let lowering = match session.lower(&tool, provider).await {
                 Ok(l) => {
                     r.schema["input_schema"] = l.input_schema().clone();
                     Lowering {

@@ -101,22 +101,32 @@ impl Guest for Adapter {
 
     /// The schema's description (set by `to-schema` for a server named `lower-X`) picks
     /// the behaviour: `lie` returns a schema no strict provider accepts, `not-json` text,
-    /// and any of `misbehave`'s words misbehaves.
+    /// `evil-note` a loss note with terminal escapes, and any of `misbehave`'s words
+    /// misbehaves.
     fn lower_schema(_provider: Provider, input_schema: String) -> Result<LoweredSchema, Rejection> {
         let how = input_schema
             .split("\"description\":\"")
             .nth(1)
             .and_then(|rest| rest.split('"').next())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_owned();
+        let how = how.as_str();
         misbehave(how);
         let schema = match how {
             "lie" => r#"{"type":"object","properties":{"a":{"type":"string"}}}"#.to_owned(),
             "not-json" => "this is not json".to_owned(),
             _ => input_schema,
         };
+        let losses = match how {
+            "evil-note" => vec![Dropped {
+                path: "/properties/x\u{1b}[2J".into(),
+                reason: "cleared\u{202e}your screen\u{7}".into(),
+            }],
+            _ => Vec::new(),
+        };
         Ok(LoweredSchema {
             input_schema: schema,
-            losses: Vec::new(),
+            losses,
         })
     }
 
