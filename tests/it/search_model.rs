@@ -70,6 +70,38 @@ fn the_encoder_reproduces_the_reference_embedding() {
     assert!(cos(&q[0], &docs[0]) > cos(&q[0], &docs[1]) + 0.2);
 }
 
+/// The weights are mapped, so a damaged file must be refused at load, by name, before any
+/// tensor is read: cut short, or shifted off f32 alignment.
+#[test]
+fn a_damaged_model_file_is_refused_at_load() {
+    let model =
+        std::fs::read(model_dir().join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
+    let header = u64::from_le_bytes(model[..8].try_into().unwrap_or_default()) as usize;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(model_dir().join("vocab.txt"), dir.path().join("vocab.txt"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let shifted = {
+        // One more byte of header (a space, still valid JSON) moves every tensor by one.
+        let mut v = ((header + 1) as u64).to_le_bytes().to_vec();
+        v.extend_from_slice(&model[8..8 + header]);
+        v.push(b' ');
+        v.extend_from_slice(&model[8 + header..]);
+        v
+    };
+    for (what, bytes, says) in [
+        ("cut short", &model[..model.len() / 2], "past the end"),
+        ("no header", &model[..4], "shorter than its header"),
+        ("misaligned", &shifted[..], "not aligned"),
+    ] {
+        std::fs::write(dir.path().join("model.safetensors"), bytes)
+            .unwrap_or_else(|e| panic!("{e}"));
+        match Encoder::load(dir.path()) {
+            Ok(_) => panic!("{what}: loaded"),
+            Err(e) => assert!(e.to_string().contains(says), "{what}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
     let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");

@@ -3,14 +3,16 @@
 //! turns a query and each tool's text into vectors whose cosine says how close their
 //! meanings are, so "hop over to another branch" finds `git_checkout`.
 //!
-//! Only the transformer layers (42 MB) are read into memory when the model loads; rows of
-//! the 47 MB word-embedding table are read from the file as tokens need them.
+//! The weights file is mapped, not read: loading checks every tensor's shape, bounds and
+//! alignment and copies nothing, and a query touches only the pages it uses (the layers'
+//! 42 MB and the word-embedding rows of its tokens, from the page cache when warm).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use ndarray::{Array2, ArrayView1, Axis, s};
+use memmap2::{Mmap, MmapOptions};
+use ndarray::{Array2, ArrayView1, ArrayView2, Axis, s};
+use zerocopy::FromBytes;
 
 use super::wordpiece::WordPiece;
 
@@ -37,61 +39,72 @@ pub enum ModelError {
     Format(&'static str, String),
 }
 
-struct Layer {
-    /// Query, key and value projections stacked: [3 * DIM, DIM].
-    qkv: Array2<f32>,
-    qkv_b: Vec<f32>,
-    out: Array2<f32>,
-    out_b: Vec<f32>,
-    ln1: (Vec<f32>, Vec<f32>),
-    up: Array2<f32>,
-    up_b: Vec<f32>,
-    down: Array2<f32>,
-    down_b: Vec<f32>,
-    ln2: (Vec<f32>, Vec<f32>),
+/// Where a tensor's f32 values are in the mapped file: byte offset and count.
+#[derive(Clone, Copy)]
+struct Span {
+    at: usize,
+    len: usize,
 }
 
-/// A loaded encoder: tokenizer, weights, and the open weights file for embedding rows.
+struct Layer {
+    /// Query, key and value projections, each [DIM, DIM] (stacked into one product).
+    qkv: [Span; 3],
+    qkv_b: [Span; 3],
+    out: Span,
+    out_b: Span,
+    ln1: (Span, Span),
+    up: Span,
+    up_b: Span,
+    down: Span,
+    down_b: Span,
+    ln2: (Span, Span),
+}
+
+/// A loaded encoder: tokenizer and the mapped weights file (read in place, so loading
+/// costs no copy and a query touches only the pages it needs).
 pub struct Encoder {
     tokens: WordPiece,
-    file: File,
-    /// File offset of the word-embedding table.
-    words_at: u64,
+    map: Mmap,
+    words: Span,
     vocab: usize,
-    positions: Array2<f32>,
-    token_type: Vec<f32>,
-    ln: (Vec<f32>, Vec<f32>),
+    positions: Span,
+    token_type: Span,
+    ln: (Span, Span),
     layers: Vec<Layer>,
 }
 
-struct Tensors {
+/// The safetensors header, checked against the mapped file.
+struct Tensors<'a> {
     header: serde_json::Map<String, serde_json::Value>,
-    data_at: u64,
+    map: &'a [u8],
+    data_at: usize,
 }
 
-impl Tensors {
-    fn read(file: &File) -> Result<Tensors, ModelError> {
-        let io = |source| ModelError::Io {
-            file: "model.safetensors",
-            source,
-        };
-        let mut len = [0u8; 8];
-        file.read_exact_at(&mut len, 0).map_err(io)?;
-        let len = u64::from_le_bytes(len);
+impl<'a> Tensors<'a> {
+    fn read(map: &'a [u8]) -> Result<Tensors<'a>, ModelError> {
+        let len = map
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| bad("shorter than its header".into()))?;
         if len > MAX_HEADER {
             return Err(bad(format!("a {len}-byte header")));
         }
-        let mut header = vec![0u8; len as usize];
-        file.read_exact_at(&mut header, 8).map_err(io)?;
-        let header = serde_json::from_slice(&header).map_err(|e| bad(e.to_string()))?;
+        let end = 8 + len as usize;
+        let header = map
+            .get(8..end)
+            .ok_or_else(|| bad("shorter than its header".into()))?;
+        let header = serde_json::from_slice(header).map_err(|e| bad(e.to_string()))?;
         Ok(Tensors {
             header,
-            data_at: 8 + len,
+            map,
+            data_at: end,
         })
     }
 
-    /// Where `name`'s f32 data is, checked against `shape`.
-    fn locate(&self, name: &str, shape: &[usize]) -> Result<(u64, usize), ModelError> {
+    /// Where `name`'s f32 data is, checked against `shape`, the file's length and f32
+    /// alignment.
+    fn locate(&self, name: &str, shape: &[usize]) -> Result<Span, ModelError> {
         let t = self
             .header
             .get(name)
@@ -105,45 +118,34 @@ impl Tensors {
         if t["dtype"] != "F32" || dims != shape {
             return Err(bad(format!("{name} is {} {:?}", t["dtype"], dims)));
         }
-        let offsets: Vec<u64> = t["data_offsets"]
+        let offsets: Vec<usize> = t["data_offsets"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(serde_json::Value::as_u64)
+            .filter_map(|o| o.as_u64().map(|o| o as usize))
             .collect();
-        let count: usize = shape.iter().product();
-        match offsets[..] {
-            [start, end] if end.checked_sub(start) == Some(count as u64 * 4) => {
-                Ok((self.data_at + start, count))
-            }
-            _ => Err(bad(format!("{name} has offsets {offsets:?}"))),
-        }
+        let len: usize = shape.iter().product();
+        let span = match offsets[..] {
+            [start, end] if end.checked_sub(start) == Some(len * 4) => Span {
+                at: self.data_at + start,
+                len,
+            },
+            _ => return Err(bad(format!("{name} has offsets {offsets:?}"))),
+        };
+        floats(self.map, span).map_err(|e| bad(format!("{name}: {e}")))?;
+        Ok(span)
     }
+}
 
-    fn load(&self, file: &File, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let (at, count) = self.locate(name, shape)?;
-        let mut bytes = vec![0u8; count * 4];
-        file.read_exact_at(&mut bytes, at)
-            .map_err(|source| ModelError::Io {
-                file: "model.safetensors",
-                source,
-            })?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
-    }
-
-    fn matrix(
-        &self,
-        file: &File,
-        name: &str,
-        rows: usize,
-        cols: usize,
-    ) -> Result<Array2<f32>, ModelError> {
-        let v = self.load(file, name, &[rows, cols])?;
-        Array2::from_shape_vec((rows, cols), v).map_err(|e| bad(e.to_string()))
-    }
+/// The f32 values at `span` in `map`: little-endian on disk, used in place (the load
+/// refuses a big-endian machine), their bounds and alignment checked.
+fn floats(map: &[u8], span: Span) -> Result<&[f32], String> {
+    let bytes = span
+        .at
+        .checked_add(span.len * 4)
+        .and_then(|end| map.get(span.at..end))
+        .ok_or("past the end of the file")?;
+    <[f32]>::ref_from_bytes(bytes).map_err(|_| "not aligned for f32".to_string())
 }
 
 fn bad(what: String) -> ModelError {
@@ -151,8 +153,12 @@ fn bad(what: String) -> ModelError {
 }
 
 impl Encoder {
-    /// Loads `vocab.txt` and `model.safetensors` from `dir`.
+    /// Loads `vocab.txt` and maps `model.safetensors` from `dir`, checking every tensor
+    /// it will use.
     pub fn load(dir: &Path) -> Result<Encoder, ModelError> {
+        if cfg!(target_endian = "big") {
+            return Err(bad("a little-endian file on a big-endian machine".into()));
+        }
         let vocab_text =
             std::fs::read_to_string(dir.join("vocab.txt")).map_err(|source| ModelError::Io {
                 file: "vocab.txt",
@@ -160,39 +166,46 @@ impl Encoder {
             })?;
         let tokens = WordPiece::new(&vocab_text)
             .ok_or_else(|| ModelError::Format("vocab.txt", "no [CLS], [SEP] or [UNK]".into()))?;
-        let file = File::open(dir.join("model.safetensors")).map_err(|source| ModelError::Io {
+        let io = |source| ModelError::Io {
             file: "model.safetensors",
             source,
-        })?;
-        let t = Tensors::read(&file)?;
+        };
+        let file = File::open(dir.join("model.safetensors")).map_err(io)?;
+        // SAFETY: the map is read-only and private to this process. The file is the
+        // installed model (checked by digest when installed); were it truncated while
+        // mapped, reading the lost pages would fault: the same contract as every
+        // memory-mapped model loader. Every tensor's bounds are checked below.
+        #[allow(unsafe_code)]
+        let map = unsafe { MmapOptions::new().map(&file) }.map_err(io)?;
+        let t = Tensors::read(&map)?;
         let vocab = tokens.len();
-        let (words_at, _) = t.locate("embeddings.word_embeddings.weight", &[vocab, DIM])?;
-        let vec = |name: &str, n: usize| t.load(&file, name, &[n]);
+        let vec = |name: &str, n: usize| t.locate(name, &[n]);
         let mut layers = Vec::with_capacity(LAYERS);
         for l in 0..LAYERS {
             let p = |n: &str| format!("encoder.layer.{l}.{n}");
-            let mut qkv = Vec::with_capacity(3 * DIM * DIM);
-            let mut qkv_b = Vec::with_capacity(3 * DIM);
-            for part in ["query", "key", "value"] {
-                qkv.extend(t.load(
-                    &file,
-                    &p(&format!("attention.self.{part}.weight")),
-                    &[DIM, DIM],
-                )?);
-                qkv_b.extend(vec(&p(&format!("attention.self.{part}.bias")), DIM)?);
-            }
+            let part = |part: &str, what: &str, shape: &[usize]| {
+                t.locate(&p(&format!("attention.self.{part}.{what}")), shape)
+            };
             layers.push(Layer {
-                qkv: Array2::from_shape_vec((3 * DIM, DIM), qkv).map_err(|e| bad(e.to_string()))?,
-                qkv_b,
-                out: t.matrix(&file, &p("attention.output.dense.weight"), DIM, DIM)?,
+                qkv: [
+                    part("query", "weight", &[DIM, DIM])?,
+                    part("key", "weight", &[DIM, DIM])?,
+                    part("value", "weight", &[DIM, DIM])?,
+                ],
+                qkv_b: [
+                    part("query", "bias", &[DIM])?,
+                    part("key", "bias", &[DIM])?,
+                    part("value", "bias", &[DIM])?,
+                ],
+                out: t.locate(&p("attention.output.dense.weight"), &[DIM, DIM])?,
                 out_b: vec(&p("attention.output.dense.bias"), DIM)?,
                 ln1: (
                     vec(&p("attention.output.LayerNorm.weight"), DIM)?,
                     vec(&p("attention.output.LayerNorm.bias"), DIM)?,
                 ),
-                up: t.matrix(&file, &p("intermediate.dense.weight"), FFN, DIM)?,
+                up: t.locate(&p("intermediate.dense.weight"), &[FFN, DIM])?,
                 up_b: vec(&p("intermediate.dense.bias"), FFN)?,
-                down: t.matrix(&file, &p("output.dense.weight"), DIM, FFN)?,
+                down: t.locate(&p("output.dense.weight"), &[DIM, FFN])?,
                 down_b: vec(&p("output.dense.bias"), DIM)?,
                 ln2: (
                     vec(&p("output.LayerNorm.weight"), DIM)?,
@@ -200,25 +213,42 @@ impl Encoder {
                 ),
             });
         }
-        let token_types = t.load(&file, "embeddings.token_type_embeddings.weight", &[2, DIM])?;
+        let words = t.locate("embeddings.word_embeddings.weight", &[vocab, DIM])?;
+        let positions = t.locate(
+            "embeddings.position_embeddings.weight",
+            &[MAX_POSITIONS, DIM],
+        )?;
+        let token_type = t.locate("embeddings.token_type_embeddings.weight", &[2, DIM])?;
+        let ln = (
+            vec("embeddings.LayerNorm.weight", DIM)?,
+            vec("embeddings.LayerNorm.bias", DIM)?,
+        );
+        drop(t);
         Ok(Encoder {
-            positions: t.matrix(
-                &file,
-                "embeddings.position_embeddings.weight",
-                MAX_POSITIONS,
-                DIM,
-            )?,
-            token_type: token_types[..DIM].to_vec(),
-            ln: (
-                vec("embeddings.LayerNorm.weight", DIM)?,
-                vec("embeddings.LayerNorm.bias", DIM)?,
-            ),
             tokens,
-            file,
-            words_at,
+            words,
             vocab,
+            positions,
+            token_type,
+            ln,
             layers,
+            map,
         })
+    }
+
+    /// The checked tensor at `span` (checked again: cheap, and no panic path).
+    fn f(&self, span: Span) -> Result<&[f32], ModelError> {
+        floats(&self.map, span).map_err(bad)
+    }
+
+    /// The [rows, cols] matrix at `span`.
+    fn matrix(
+        &self,
+        span: Span,
+        rows: usize,
+        cols: usize,
+    ) -> Result<ArrayView2<'_, f32>, ModelError> {
+        ArrayView2::from_shape((rows, cols), self.f(span)?).map_err(|e| bad(e.to_string()))
     }
 
     /// Normalized embeddings of `texts`, each cut to `max_tokens` word pieces, in order.
@@ -268,29 +298,29 @@ impl Encoder {
         let rows: usize = seqs.iter().map(Vec::len).sum();
         let mut x = Array2::<f32>::zeros((rows, DIM));
         let mut row = 0;
-        let mut bytes = vec![0u8; DIM * 4];
+        let words = self.f(self.words)?;
+        let positions = self.f(self.positions)?;
+        let token_type = &self.f(self.token_type)?[..DIM];
         for seq in seqs {
             for (pos, &id) in seq.iter().enumerate() {
                 let id = (id as usize).min(self.vocab - 1);
-                self.file
-                    .read_exact_at(&mut bytes, self.words_at + (id * DIM * 4) as u64)
-                    .map_err(|source| ModelError::Io {
-                        file: "model.safetensors",
-                        source,
-                    })?;
-                let mut r = x.row_mut(row);
-                for (k, b) in bytes.chunks_exact(4).enumerate() {
-                    r[k] = f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-                        + self.positions[[pos, k]]
-                        + self.token_type[k];
+                let word = &words[id * DIM..(id + 1) * DIM];
+                let position = &positions[pos * DIM..(pos + 1) * DIM];
+                for (k, v) in x.row_mut(row).iter_mut().enumerate() {
+                    *v = word[k] + position[k] + token_type[k];
                 }
                 row += 1;
             }
         }
-        layer_norm(&mut x, &self.ln);
+        let ln = |(g, b): (Span, Span)| Ok::<_, ModelError>((self.f(g)?, self.f(b)?));
+        layer_norm(&mut x, ln(self.ln)?);
         let scale = 1.0 / (HEAD_DIM as f32).sqrt();
         for layer in &self.layers {
-            let qkv = linear(&x, &layer.qkv, &layer.qkv_b);
+            let mut qkv = Array2::<f32>::zeros((rows, 3 * DIM));
+            for (k, (w, b)) in layer.qkv.iter().zip(&layer.qkv_b).enumerate() {
+                let part = linear(&x, self.matrix(*w, DIM, DIM)?, self.f(*b)?);
+                qkv.slice_mut(s![.., k * DIM..(k + 1) * DIM]).assign(&part);
+            }
             let mut ctx = Array2::<f32>::zeros((rows, DIM));
             let mut start = 0;
             for seq in seqs {
@@ -315,14 +345,26 @@ impl Encoder {
                 }
                 start = end;
             }
-            let mut attended = linear(&ctx, &layer.out, &layer.out_b);
+            let mut attended = linear(
+                &ctx,
+                self.matrix(layer.out, DIM, DIM)?,
+                self.f(layer.out_b)?,
+            );
             attended += &x;
-            layer_norm(&mut attended, &layer.ln1);
-            let mut hidden = linear(&attended, &layer.up, &layer.up_b);
+            layer_norm(&mut attended, ln(layer.ln1)?);
+            let mut hidden = linear(
+                &attended,
+                self.matrix(layer.up, FFN, DIM)?,
+                self.f(layer.up_b)?,
+            );
             hidden.mapv_inplace(gelu);
-            let mut out = linear(&hidden, &layer.down, &layer.down_b);
+            let mut out = linear(
+                &hidden,
+                self.matrix(layer.down, DIM, FFN)?,
+                self.f(layer.down_b)?,
+            );
             out += &attended;
-            layer_norm(&mut out, &layer.ln2);
+            layer_norm(&mut out, ln(layer.ln2)?);
             x = out;
         }
         let mut out = Vec::with_capacity(seqs.len());
@@ -338,7 +380,7 @@ impl Encoder {
 }
 
 /// `x · wᵀ + b`, `w` stored as [out, in] as PyTorch keeps it.
-fn linear(x: &Array2<f32>, w: &Array2<f32>, b: &[f32]) -> Array2<f32> {
+fn linear(x: &Array2<f32>, w: ArrayView2<f32>, b: &[f32]) -> Array2<f32> {
     let mut y = x.dot(&w.t());
     for mut r in y.rows_mut() {
         for (v, b) in r.iter_mut().zip(b) {
@@ -348,7 +390,7 @@ fn linear(x: &Array2<f32>, w: &Array2<f32>, b: &[f32]) -> Array2<f32> {
     y
 }
 
-fn layer_norm(x: &mut Array2<f32>, (g, b): &(Vec<f32>, Vec<f32>)) {
+fn layer_norm(x: &mut Array2<f32>, (g, b): (&[f32], &[f32])) {
     for mut r in x.rows_mut() {
         let n = r.len() as f32;
         let mean = r.sum() / n;
@@ -402,7 +444,7 @@ mod tests {
     fn layer_norm_centres_and_scales_each_row() {
         let mut x = Array2::from_shape_vec((1, 4), vec![1.0, 2.0, 3.0, 4.0])
             .unwrap_or_else(|e| panic!("{e}"));
-        layer_norm(&mut x, &(vec![1.0; 4], vec![0.0; 4]));
+        layer_norm(&mut x, (&[1.0; 4], &[0.0; 4]));
         assert!(x.sum().abs() < 1e-5);
         assert!((x.mapv(|v| v * v).sum() / 4.0 - 1.0).abs() < 1e-4);
     }
