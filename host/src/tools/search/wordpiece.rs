@@ -3,15 +3,14 @@
 //! then each word cut greedily into the longest vocabulary pieces, `##` marking a
 //! continuation. A word with no such cut becomes `[UNK]`.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use unicode_normalization::UnicodeNormalization;
 
 /// Words longer than this (in chars) are `[UNK]`, as in BERT.
 const MAX_WORD_CHARS: usize = 100;
 
 pub struct WordPiece {
-    vocab: HashMap<String, u32>,
+    vocab: FxHashMap<String, u32>,
     pub cls: u32,
     pub sep: u32,
     unk: u32,
@@ -20,11 +19,11 @@ pub struct WordPiece {
 impl WordPiece {
     /// A tokenizer over `vocab.txt` text: one piece per line, its line number its id.
     pub fn new(vocab_text: &str) -> Option<WordPiece> {
-        let vocab: HashMap<String, u32> = vocab_text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (l.to_owned(), i as u32))
-            .collect();
+        let mut vocab = FxHashMap::default();
+        vocab.reserve(vocab_text.len() / 8);
+        for (i, l) in vocab_text.lines().enumerate() {
+            vocab.insert(l.to_owned(), i as u32);
+        }
         Some(WordPiece {
             cls: *vocab.get("[CLS]")?,
             sep: *vocab.get("[SEP]")?,
