@@ -47,7 +47,7 @@ struct Span {
 }
 
 struct Layer {
-    /// Query, key and value projections, each [DIM, DIM] (stacked into one product).
+    /// Query, key and value projections, each [DIM, DIM], with their biases.
     qkv: [Span; 3],
     qkv_b: [Span; 3],
     out: Span,
@@ -127,7 +127,10 @@ impl<'a> Tensors<'a> {
         let len: usize = shape.iter().product();
         let span = match offsets[..] {
             [start, end] if end.checked_sub(start) == Some(len * 4) => Span {
-                at: self.data_at + start,
+                at: self
+                    .data_at
+                    .checked_add(start)
+                    .ok_or_else(|| bad(format!("{name} starts past any file")))?,
                 len,
             },
             _ => return Err(bad(format!("{name} has offsets {offsets:?}"))),
@@ -316,20 +319,22 @@ impl Encoder {
         layer_norm(&mut x, ln(self.ln)?);
         let scale = 1.0 / (HEAD_DIM as f32).sqrt();
         for layer in &self.layers {
-            let mut qkv = Array2::<f32>::zeros((rows, 3 * DIM));
-            for (k, (w, b)) in layer.qkv.iter().zip(&layer.qkv_b).enumerate() {
-                let part = linear(&x, self.matrix(*w, DIM, DIM)?, self.f(*b)?);
-                qkv.slice_mut(s![.., k * DIM..(k + 1) * DIM]).assign(&part);
-            }
+            let project = |i: usize| {
+                Ok::<_, ModelError>(linear(
+                    &x,
+                    self.matrix(layer.qkv[i], DIM, DIM)?,
+                    self.f(layer.qkv_b[i])?,
+                ))
+            };
+            let (query, key, value) = (project(0)?, project(1)?, project(2)?);
             let mut ctx = Array2::<f32>::zeros((rows, DIM));
             let mut start = 0;
             for seq in seqs {
                 let end = start + seq.len();
                 for h in 0..HEADS {
                     let c = h * HEAD_DIM;
-                    let q = qkv.slice(s![start..end, c..c + HEAD_DIM]);
-                    let k = qkv.slice(s![start..end, DIM + c..DIM + c + HEAD_DIM]);
-                    let v = qkv.slice(s![start..end, 2 * DIM + c..2 * DIM + c + HEAD_DIM]);
+                    let head = s![start..end, c..c + HEAD_DIM];
+                    let (q, k, v) = (query.slice(head), key.slice(head), value.slice(head));
                     let mut scores = q.dot(&k.t());
                     for mut r in scores.rows_mut() {
                         let max = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
