@@ -547,6 +547,102 @@ fn over_http_it_answers_only_its_token_and_serves_clients_at_once() {
     assert!(procs_with_tag(&t).is_empty());
 }
 
+#[test]
+fn over_http_refusals_close_the_connection_and_ambiguous_headers_are_refused() {
+    use std::io::Read;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"]}}),
+    );
+    let gw = HttpGateway::start(home.path(), &[]);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let json_type = ("content-type", "application/json");
+    let auth = format!("Bearer {TOKEN}");
+    let bearer = ("authorization", auth.as_str());
+    let me = gw.authority().to_owned();
+    let origin = format!("http://{me}");
+    for (headers, what) in [
+        (
+            vec![
+                json_type,
+                bearer,
+                ("host", me.as_str()),
+                ("host", "evil.example"),
+            ],
+            "two Hosts",
+        ),
+        (
+            vec![
+                json_type,
+                bearer,
+                ("host", "evil.example"),
+                ("host", me.as_str()),
+            ],
+            "two Hosts, ours last",
+        ),
+        (
+            vec![
+                json_type,
+                bearer,
+                ("origin", origin.as_str()),
+                ("origin", "https://evil.example"),
+            ],
+            "two Origins",
+        ),
+        (
+            vec![json_type, bearer, ("authorization", "Bearer x")],
+            "two Authorizations",
+        ),
+    ] {
+        let (code, body) = gw.request("POST", &headers, &ping);
+        assert!(code == 400 || code == 403, "{what}: {code} {body}");
+    }
+    // A refused request is answered and its connection closed, even one asking to keep it.
+    for headers in [
+        vec![json_type],
+        vec![
+            json_type,
+            ("authorization", "Bearer wrong-token-0123456789"),
+        ],
+    ] {
+        let mut stream = std::net::TcpStream::connect(&me).unwrap_or_else(|e| panic!("{e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {me}\r\nconnection: keep-alive\r\ncontent-length: {}\r\n",
+            ping.len()
+        );
+        for (k, v) in &headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        write!(stream, "{head}\r\n{ping}").unwrap_or_else(|e| panic!("{e}"));
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .unwrap_or_else(|e| panic!("the connection was kept open after a 401: {e}"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+    }
+    // A connection that sends nothing is closed by the gateway, not held.
+    let mut silent = std::net::TcpStream::connect(&me).unwrap_or_else(|e| panic!("{e}"));
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut buf = [0u8; 16];
+    let n = silent
+        .read(&mut buf)
+        .unwrap_or_else(|e| panic!("a silent connection was still open after 30 s: {e}"));
+    assert_eq!(n, 0, "a silent connection got an answer");
+    // The gateway still serves its client.
+    assert_eq!(gw.request("POST", &[json_type, bearer], &ping).0, 200);
+    assert_eq!(gw.stop(), Some(143));
+}
+
 /// `edgar mcp serve` driven one line at a time.
 struct Driver {
     child: Child,

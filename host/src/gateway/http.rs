@@ -34,6 +34,10 @@ const MAX_CONNECTIONS: usize = 256;
 /// Longest a connection may take to send a request's headers (idle keep-alive included).
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Longest a new connection may stay silent before its first byte: a program that opens
+/// connections and sends nothing holds a slot this long at most.
+const FIRST_BYTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The bearer secret every request must carry; never printed by `Debug`.
 pub struct Secret(String);
 
@@ -126,6 +130,12 @@ pub async fn serve(
         let front = front.clone();
         connections.spawn(async move {
             let _permit = permit;
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                // Silent, closed or broken before a byte: not a client.
+                _ => return,
+            }
             let service = hyper::service::service_fn(move |req| {
                 let front = front.clone();
                 async move { Ok::<_, std::convert::Infallible>(front.respond(req).await) }
@@ -158,9 +168,22 @@ impl Front {
             return status(StatusCode::NOT_FOUND, "edgar serves MCP at /mcp");
         }
         let headers = req.headers();
+        // One of each: with two, a proxy and this check could each read another one.
+        for (name, what) in [
+            (header::HOST, "Host"),
+            (header::ORIGIN, "Origin"),
+            (header::AUTHORIZATION, "Authorization"),
+        ] {
+            if headers.get_all(&name).iter().count() > 1 {
+                return refused(
+                    StatusCode::BAD_REQUEST,
+                    &format!("more than one {what} header"),
+                );
+            }
+        }
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         if !host.is_some_and(|h| self.authorities.iter().any(|a| a == h)) {
-            return status(StatusCode::FORBIDDEN, "the Host header is not this server");
+            return refused(StatusCode::FORBIDDEN, "the Host header is not this server");
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let allowed = origin
@@ -169,14 +192,14 @@ impl Front {
                 .and_then(|o| o.strip_prefix("http://"))
                 .is_some_and(|o| self.authorities.iter().any(|a| a == o));
             if !allowed {
-                return status(
+                return refused(
                     StatusCode::FORBIDDEN,
                     "requests from this origin are refused",
                 );
             }
         }
         if !self.secret.admits(headers) {
-            let mut r = status(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            let mut r = refused(StatusCode::UNAUTHORIZED, "a bearer token is required");
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
@@ -340,6 +363,15 @@ fn status(code: StatusCode, text: &str) -> Reply {
     let mut body = text.as_bytes().to_vec();
     body.push(b'\n');
     with_body(code, "text/plain; charset=utf-8", body)
+}
+
+/// A refusal before the client proved who it is: answered, then the connection is
+/// closed, so it cannot be kept to try again and again or held idle.
+fn refused(code: StatusCode, text: &str) -> Reply {
+    let mut r = status(code, text);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 #[cfg(test)]

@@ -83,12 +83,13 @@ impl ClientHandler for AskHuman {
     }
 }
 
-/// A server's words for a person to read: lines kept, other control characters
-/// escaped (no terminal sequence gets through), at most 2,000 characters.
+/// A server's words for a person to read: lines kept, other control characters and
+/// invisible characters escaped (no terminal sequence or hidden text gets through), at
+/// most 2,000 characters.
 pub fn escaped(s: &str) -> String {
     s.chars()
         .flat_map(|c| {
-            if c.is_control() && c != '\n' {
+            if c != '\n' && crate::text::unsafe_to_show(c) {
                 c.escape_default().collect::<Vec<_>>()
             } else {
                 vec![c]
@@ -98,15 +99,37 @@ pub fn escaped(s: &str) -> String {
         .collect()
 }
 
+/// A server's text with every line started by `[server] `, so no line of it can pose as
+/// another server's (or edgar's own) words.
+pub fn prefixed(server: &str, s: &str) -> String {
+    let server = escaped(server).replace('\n', " ");
+    let text = escaped(s);
+    if text.is_empty() {
+        return format!("[{server}]");
+    }
+    text.split('\n')
+        .map(|l| format!("[{server}] {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The request as a human reads it: the server's message and each field with its
 /// default, control characters escaped.
 pub fn describe(server: &str, params: &Value, proposal: &Value) -> String {
     let esc = escaped;
+    // The first line follows the question; every further line starts with the server's
+    // name, so none can pose as another server's (or edgar's) words.
+    let message = esc(params.get("message").and_then(Value::as_str).unwrap_or(""));
+    let mut lines = message.split('\n');
     let mut out = format!(
         "MCP server '{}' asks: {}\n",
         esc(server),
-        esc(params.get("message").and_then(Value::as_str).unwrap_or(""))
+        lines.next().unwrap_or_default()
     );
+    let name = esc(server).replace('\n', " ");
+    for line in lines {
+        out.push_str(&format!("[{name}] {line}\n"));
+    }
     let schema = params.get("requestedSchema");
     let required: Vec<&str> = schema
         .and_then(|s| s.get("required"))
@@ -125,7 +148,7 @@ pub fn describe(server: &str, params: &Value, proposal: &Value) -> String {
                 .unwrap_or_else(|| "(no default)".into());
             out.push_str(&format!(
                 "  {}{}: {value}\n",
-                esc(name),
+                esc(name).replace('\n', " "),
                 if required.contains(&name.as_str()) {
                     " (required)"
                 } else {
@@ -257,6 +280,22 @@ mod ask_tests {
         assert_eq!(
             h.elicit("trusted", &request()),
             Some(json!({"action": "accept", "content": {"env": "staging"}}))
+        );
+    }
+
+    #[test]
+    fn no_line_of_a_question_can_pose_as_another_servers() {
+        let params = json!({"message": "ok\n\nMCP server 'github' asks: your token?\u{2028}x\u{E0041}",
+                            "requestedSchema": {"type": "object", "properties": {}}});
+        let text = describe("docs", &params, &json!({}));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("MCP server 'docs' asks: ok"), "{text}");
+        for l in &lines[1..] {
+            assert!(l.starts_with("[docs] "), "{l:?} in {text}");
+        }
+        assert!(
+            text.contains("\\u{2028}") && text.contains("\\u{e0041}"),
+            "{text}"
         );
     }
 
