@@ -104,7 +104,7 @@ fn home() -> tempfile::TempDir {
         .map(|i| {
             (
                 format!("s{i}"),
-                json!({"command": EDGAR, "args": ["mcp", "example-server"]}),
+                json!({"command": EDGAR, "args": ["mcp", "example-server", "--root", home.path()]}),
             )
         })
         .collect();

@@ -30,7 +30,12 @@ async fn edgar(dir: &std::path::Path, protocol: ProtocolChoice) -> (Duration, Du
         name: "bench".into(),
         transport: Transport::Stdio {
             command: EDGAR.into(),
-            args: vec!["mcp".into(), "example-server".into()],
+            args: vec![
+                "mcp".into(),
+                "example-server".into(),
+                "--root".into(),
+                dir.display().to_string(),
+            ],
             env: BTreeMap::new(),
             cwd: None,
             env_inherit: false,
@@ -47,6 +52,7 @@ async fn edgar(dir: &std::path::Path, protocol: ProtocolChoice) -> (Duration, Du
         elicitation_defaults: false,
         protocol,
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
+        written: Default::default(),
     };
     let config = Config {
         servers: vec![spec],

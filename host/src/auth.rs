@@ -3,6 +3,7 @@
 //! secret ever appears in output, logs, errors or `Debug`.
 
 pub mod assertion;
+pub mod audit_key;
 pub mod bearer;
 pub mod keys;
 pub mod mcp;

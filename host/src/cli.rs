@@ -212,7 +212,12 @@ pub enum McpCommand {
     },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]
-    ExampleServer,
+    ExampleServer {
+        /// The workspace it serves (the project edgar was started in); it runs in a
+        /// private empty directory of its own, like every server without a `cwd`.
+        #[arg(long)]
+        root: Option<std::path::PathBuf>,
+    },
 }
 
 /// An MCP client whose configuration `edgar mcp serve --print-config` writes for.

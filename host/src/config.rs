@@ -7,6 +7,7 @@
 
 pub mod edit;
 mod expand;
+pub mod project;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +18,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::guard::AdapterSource;
-use crate::trust::approval::{Approvals, entry_digest};
+use crate::trust::approval::{Approvals, Bound, entry_digest};
 use crate::trust::policy::{Policy, ProjectServers, ToolPolicy};
 
 pub use expand::expand;
@@ -107,6 +108,24 @@ pub struct ServerSpec {
     /// `task_deadline_sec`: the longest a call the server runs as a task is followed
     /// (each poll has `tool_timeout`); then the task is cancelled at the server.
     pub task_deadline: Duration,
+    /// The command, arguments and URL as written, before `${VAR}` expansion: what is
+    /// shown (`mcp get`, `Debug`), since an expanded value may be a secret.
+    pub written: Written,
+}
+
+/// An entry's target as written in its file (`${VAR}` references kept).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// The command of a stdio server, or the URL of an HTTP one.
+    pub target: String,
+    pub args: Vec<String>,
+}
+
+impl Written {
+    /// Whether anything in it is taken from the environment when it runs.
+    pub fn has_variables(&self) -> bool {
+        project::has_variable(&self.target) || self.args.iter().any(|a| project::has_variable(a))
+    }
 }
 
 /// A server's protocol era: probed once and remembered (`auto`), or fixed by the
@@ -237,20 +256,20 @@ impl fmt::Debug for OAuthClient {
 }
 
 impl fmt::Debug for ServerSpec {
-    /// Env values and headers may hold secrets: only their names are shown.
+    /// Env values and headers may hold secrets: only their names are shown, and the
+    /// target as written (an expanded `${VAR}` may be a secret too).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (kind, target, keys): (_, String, Vec<&String>) = match &self.transport {
-            Transport::Stdio {
-                command, args, env, ..
-            } => (
-                "stdio",
-                format!("{command} {}", args.join(" ")),
-                env.keys().collect(),
-            ),
-            Transport::Http { url, headers } | Transport::Sse { url, headers } => {
-                (self.transport.kind(), url.clone(), headers.keys().collect())
+        let (kind, keys): (_, Vec<&String>) = match &self.transport {
+            Transport::Stdio { env, .. } => ("stdio", env.keys().collect()),
+            Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
+                (self.transport.kind(), headers.keys().collect())
             }
         };
+        let target = std::iter::once(&self.written.target)
+            .chain(&self.written.args)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ");
         f.debug_struct("ServerSpec")
             .field("name", &self.name)
             .field("kind", &kind)
@@ -331,6 +350,9 @@ pub enum Hold {
     Shadowed { by: PathBuf },
     /// The administrator's policy forbids it.
     Blocked { rule: String },
+    /// A project entry asks for something no project may (`config::project::refusal`):
+    /// no approval can make it run.
+    Refused { field: String, reason: String },
 }
 
 /// A project's server entry as written, not expanded: what an approval covers.
@@ -343,6 +365,11 @@ pub struct ProjectEntry {
     /// The adapter component it would load (its own `adapter`, else the project's
     /// `schemaAdapter`), with the sha256 of its bytes or why they cannot be read.
     pub adapter: Option<(PathBuf, Result<String, String>)>,
+    /// The project's own code it runs (`project::code_files`), hashed.
+    pub code: Vec<project::CodeFile>,
+    /// The environment variables its command, arguments and URL use (their values at
+    /// approval are bound into `digest`, never kept).
+    pub variables: Vec<String>,
     /// What an approval of this entry is bound to.
     pub digest: String,
 }
@@ -386,8 +413,13 @@ impl ProjectEntry {
                 message,
             },
         )?;
-        if let Some((path, _)) = &self.adapter {
-            spec.adapter = AdapterSource::File(path.clone());
+        // The adapter runs only with the bytes the approval covered.
+        match &self.adapter {
+            Some((path, Ok(sha))) => {
+                spec.adapter = AdapterSource::Pinned(path.clone(), sha.clone())
+            }
+            Some((path, Err(_))) => spec.adapter = AdapterSource::File(path.clone()),
+            None => {}
         }
         spec.project = Some(self.project.clone());
         Ok(spec)
@@ -410,8 +442,9 @@ pub struct ConfigPaths {
 impl ConfigPaths {
     /// The paths for a session whose project directory is `project_dir`.
     pub fn for_project(project_dir: &Path) -> ConfigPaths {
-        let user = std::env::var_os("EDGAR_CONFIG")
-            .filter(|v| !v.is_empty())
+        // A relative `$EDGAR_CONFIG` is ignored: read from the directory edgar runs in, a
+        // repository's file would be trusted as the user's own.
+        let user = crate::paths::absolute_var("EDGAR_CONFIG")
             .map(PathBuf::from)
             .or_else(|| crate::paths::config_dir().map(|d| d.join("mcp.json")));
         ConfigPaths {
@@ -463,7 +496,7 @@ impl Config {
                 merged.insert(s.name.clone(), s);
             }
         }
-        if let Some(doc) = read_file(&paths.project)? {
+        if let Some(doc) = read_project_file(&paths.project)? {
             files.push(paths.project.clone());
             let approvals = Approvals::load(paths.state.as_deref());
             let deny = policy
@@ -475,6 +508,8 @@ impl Config {
                     Hold::Shadowed {
                         by: user.source.clone(),
                     }
+                } else if let Some((field, reason)) = project::refusal(&entry.raw) {
+                    Hold::Refused { field, reason }
                 } else if deny {
                     Hold::Blocked {
                         rule: "project_servers: \"deny\"".into(),
@@ -498,7 +533,7 @@ impl Config {
         }
         let is_default = files.is_empty();
         if is_default && let Some(command) = default_command {
-            let spec = example_server(command);
+            let spec = example_server(command, &project_dir);
             merged.insert(spec.name.clone(), spec);
         }
         let mut servers = Vec::with_capacity(merged.len());
@@ -514,6 +549,13 @@ impl Config {
                     continue;
                 }
                 spec.tool_policy = p.tools();
+                // What the policy allowed is what loads: the bytes checked now.
+                if p.allowed_adapters.is_some()
+                    && let AdapterSource::File(path) = &spec.adapter
+                    && let Ok(sha) = spec.adapter.digest()
+                {
+                    spec.adapter = AdapterSource::Pinned(path.clone(), sha);
+                }
             }
             servers.push(spec);
         }
@@ -547,6 +589,7 @@ fn project_entries(
     let document = Document::read(file, doc)?;
     let base = file.parent().unwrap_or(Path::new("."));
     let mut out = Vec::with_capacity(document.entries.len());
+    let mut identity = None;
     for (name, entry) in document.entries {
         let err = |field: &str, message: String| ConfigError {
             file: file.to_owned(),
@@ -563,13 +606,31 @@ fn project_entries(
             let sha = crate::guard::read_component(&path).map(|b| crate::trust::sha256_hex(&b));
             (path, sha)
         });
+        let code = project::code_files(project_dir, entry);
+        let code_bound: Vec<(String, String)> = code
+            .iter()
+            .map(|c| {
+                let sha = match &c.sha256 {
+                    Ok(s) => s.clone(),
+                    Err(e) => format!("unreadable: {e}"),
+                };
+                (c.path.clone(), sha)
+            })
+            .collect();
+        let identity = identity.get_or_insert_with(|| project::identity(project_dir));
+        let variables = project::variables(entry, &from_env);
         let digest = entry_digest(
             project_dir,
             name,
             entry,
-            adapter
-                .as_ref()
-                .map(|(p, sha)| (p.as_path(), sha.as_deref().unwrap_or("unreadable"))),
+            Bound {
+                adapter: adapter
+                    .as_ref()
+                    .map(|(p, sha)| (p.as_path(), sha.as_deref().unwrap_or("unreadable"))),
+                code: &code_bound,
+                identity: Some(identity),
+                variables: &variables,
+            },
         );
         out.push(ProjectEntry {
             name: name.clone(),
@@ -577,6 +638,8 @@ fn project_entries(
             file: file.to_owned(),
             raw: entry.clone(),
             adapter,
+            code,
+            variables: variables.into_iter().map(|(n, _)| n).collect(),
             digest,
         });
     }
@@ -603,11 +666,18 @@ fn is_disabled(e: &Map<String, Value>) -> bool {
         || e.get("enabled").and_then(Value::as_bool) == Some(false)
 }
 
-/// The embedded default: this binary's own example server over the working directory.
-pub fn example_server(command: &Path) -> ServerSpec {
+/// The embedded default: this binary's own example server over the project directory,
+/// named as an argument (it runs, like every server without a `cwd`, in a private empty
+/// directory).
+pub fn example_server(command: &Path, root: &Path) -> ServerSpec {
     let transport = Transport::Stdio {
         command: command.display().to_string(),
-        args: vec!["mcp".into(), "example-server".into()],
+        args: vec![
+            "mcp".into(),
+            "example-server".into(),
+            "--root".into(),
+            root.display().to_string(),
+        ],
         env: BTreeMap::new(),
         cwd: None,
         env_inherit: false,
@@ -626,6 +696,16 @@ impl ServerSpec {
     }
 
     fn with_defaults(name: &str, transport: Transport, source: &str) -> ServerSpec {
+        let written = match &transport {
+            Transport::Stdio { command, args, .. } => Written {
+                target: command.clone(),
+                args: args.clone(),
+            },
+            Transport::Http { url, .. } | Transport::Sse { url, .. } => Written {
+                target: url.clone(),
+                args: Vec::new(),
+            },
+        };
         ServerSpec {
             name: name.into(),
             transport,
@@ -641,34 +721,37 @@ impl ServerSpec {
             elicitation_defaults: false,
             protocol: ProtocolChoice::Auto,
             task_deadline: DEFAULT_TASK_DEADLINE,
+            written,
         }
     }
 }
 
-/// A file's JSON, or `None` when it does not exist.
+/// A file's JSON, or `None` when it does not exist. A symbolic link is followed (the
+/// user's own config is often one); [`read_project_file`] refuses them.
 pub fn read_file(file: &Path) -> Result<Option<Value>, ConfigError> {
+    read_json(file, crate::paths::Links::Follow)
+}
+
+/// A repository's file's JSON (`.mcp.json`): a regular file, never through a link.
+pub fn read_project_file(file: &Path) -> Result<Option<Value>, ConfigError> {
+    read_json(file, crate::paths::Links::Refuse)
+}
+
+fn read_json(file: &Path, links: crate::paths::Links) -> Result<Option<Value>, ConfigError> {
     let err = |message: String| ConfigError {
         file: file.to_owned(),
         server: None,
         field: None,
         message,
     };
-    let meta = match std::fs::metadata(file) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    // Regular files only, opened without following a final link or blocking on a FIFO
+    // or device (a cloned repository can hold any of them).
+    let bytes = match crate::paths::read_regular_with(file, MAX_CONFIG_BYTES, links) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(err(format!("cannot read: {e}"))),
     };
-    // A FIFO or a device would block the read (a cloned repository can hold either).
-    if !meta.is_file() {
-        return Err(err("not a regular file".into()));
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(err(format!(
-            "{} bytes, over the {MAX_CONFIG_BYTES}-byte limit",
-            meta.len()
-        )));
-    }
-    let text = std::fs::read_to_string(file).map_err(|e| err(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| err("not UTF-8".into()))?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| err(format!("not valid JSON: {e}")))
@@ -858,7 +941,21 @@ fn parse_server(
         Some(p) => AdapterSource::File(base.join(p)),
         None => AdapterSource::Builtin,
     };
+    let written = Written {
+        target: string(e, "command")
+            .ok()
+            .flatten()
+            .filter(|_| matches!(transport, Transport::Stdio { .. }))
+            .or_else(|| string(e, "url").ok().flatten())
+            .unwrap_or_default(),
+        args: if matches!(transport, Transport::Stdio { .. }) {
+            strings(e, "args").unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+    };
     Ok(ServerSpec {
+        written,
         name: name.to_owned(),
         transport,
         startup_timeout: seconds(e, "startup_timeout_sec")?.unwrap_or(DEFAULT_STARTUP_TIMEOUT),

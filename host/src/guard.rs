@@ -146,13 +146,18 @@ pub enum AdapterSource {
     Builtin,
     /// A third-party component file.
     File(PathBuf),
+    /// A third-party component file whose bytes must have exactly this sha256 (hex): an
+    /// approved project entry's adapter, or one the policy's `allowed_adapters` admitted.
+    /// The file is read once per load and compared, so a file swapped after the approval
+    /// or the policy check is refused, never run.
+    Pinned(PathBuf, String),
 }
 
 impl fmt::Display for AdapterSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AdapterSource::Builtin => f.write_str("(built-in)"),
-            AdapterSource::File(p) => write!(f, "{}", p.display()),
+            AdapterSource::File(p) | AdapterSource::Pinned(p, _) => write!(f, "{}", p.display()),
         }
     }
 }
@@ -230,6 +235,8 @@ impl SanitizedTool {
     /// (the schema's full compile happens on the tool's first call).
     pub fn from_cache(cached: CachedTool) -> Result<SanitizedTool, String> {
         check::name(&cached.name)?;
+        check::prefixed(&cached.name, &cached.server)?;
+        check::bound(&cached.name, &cached.server, &cached.tool)?;
         check::schema_shape(&cached.input_schema)?;
         Ok(SanitizedTool {
             server: cached.server,
@@ -413,6 +420,7 @@ impl AdapterSource {
     pub fn digest(&self) -> Result<String, GuardError> {
         match self {
             AdapterSource::Builtin => Ok(BUILTIN_DIGEST.to_owned()),
+            AdapterSource::Pinned(_, sha256) => Ok(sha256.clone()),
             AdapterSource::File(path) => read_component(path)
                 .map(|bytes| hex(&Sha256::digest(&bytes)))
                 .map_err(|reason| GuardError::Load {
@@ -432,12 +440,21 @@ impl Adapter {
         };
         let bytes: std::borrow::Cow<'static, [u8]> = match source {
             AdapterSource::Builtin => BUILTIN_WASM.into(),
-            AdapterSource::File(path) => read_component(path).map_err(load_err)?.into(),
+            AdapterSource::File(path) | AdapterSource::Pinned(path, _) => {
+                read_component(path).map_err(load_err)?.into()
+            }
         };
         let digest = match source {
             AdapterSource::Builtin => BUILTIN_DIGEST.to_owned(),
-            AdapterSource::File(_) => hex(&Sha256::digest(&bytes)),
+            AdapterSource::File(_) | AdapterSource::Pinned(..) => hex(&Sha256::digest(&bytes)),
         };
+        if let AdapterSource::Pinned(_, expected) = source
+            && !expected.eq_ignore_ascii_case(&digest)
+        {
+            return Err(load_err(format!(
+                "its bytes changed since they were approved (sha256 {digest}, approved {expected}); review it again"
+            )));
+        }
         let engine = engine::engine().map_err(load_err)?;
         let component = artifact::load(engine, &bytes, &digest, cache_dir).map_err(load_err)?;
         let pre = engine::instantiate_pre(engine, &component).map_err(|reason| {
@@ -734,6 +751,7 @@ impl<'a> Session<'a> {
             .map_err(|r| rejected(&subject, r))?;
         check::name(&name)
             .and_then(|()| check::prefixed(&name, server))
+            .and_then(|()| check::bound(&name, server, tool))
             .map_err(|reason| GuardError::BadOutput { subject, reason })?;
         Ok(name)
     }
@@ -872,25 +890,11 @@ fn rejected(subject: &Subject, r: wit::Rejection) -> GuardError {
 /// An adapter file's bytes: a regular file (a project could name `/dev/zero` or a FIFO),
 /// read up to [`MAX_ADAPTER_BYTES`] whatever its size claims.
 pub(crate) fn read_component(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_ADAPTER_BYTES {
-        return Err(format!(
-            "{} bytes, over the {MAX_ADAPTER_BYTES}-byte limit",
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_ADAPTER_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_ADAPTER_BYTES {
-        return Err(format!("over the {MAX_ADAPTER_BYTES}-byte limit"));
-    }
+    // Opened once, without following a final symbolic link and without blocking on a
+    // FIFO or device, then checked on the descriptor: what is checked is what is read.
+    let bytes = crate::paths::read_regular(path, MAX_ADAPTER_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .ok_or_else(|| format!("cannot read {}: it does not exist", path.display()))?;
     if wasmtime::Engine::detect_precompiled(&bytes).is_some() {
         return Err("a precompiled artifact; give the .wasm component instead".into());
     }

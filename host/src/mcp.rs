@@ -12,6 +12,7 @@ pub mod elicitation;
 pub(crate) mod era;
 pub mod example_server;
 pub mod http;
+pub mod hygiene;
 pub(crate) mod input;
 pub mod protocol;
 pub(crate) mod stdio;

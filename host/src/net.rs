@@ -7,12 +7,26 @@ use reqwest::Url;
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `::1`), parsed, never
 /// compared as a prefix (`127.0.0.1.nip.io` is not loopback).
 pub fn is_loopback(url: &Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = host_of(url);
     host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+            .is_ok_and(|ip| ip.is_loopback() || ip_v4_mapped(ip).is_some_and(|v4| v4.is_loopback()))
+}
+
+/// A URL's host without IPv6 brackets or the trailing dot of a fully qualified name
+/// (`localhost.` is `localhost`).
+fn host_of(url: &Url) -> &str {
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.strip_suffix('.').unwrap_or(host)
+}
+
+fn ip_v4_mapped(ip: IpAddr) -> Option<std::net::Ipv4Addr> {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+        IpAddr::V4(_) => None,
+    }
 }
 
 /// Whether `url` points into this machine or its private networks: loopback, RFC 1918 and
@@ -20,8 +34,7 @@ pub fn is_loopback(url: &Url) -> bool {
 /// carrier-grade NAT, unspecified addresses, or `localhost`. Only literal addresses are
 /// recognised here; names are checked when they resolve ([`PublicOnly`]).
 pub fn is_local(url: &Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = host_of(url);
     if host.eq_ignore_ascii_case("localhost") || host.to_ascii_lowercase().ends_with(".localhost") {
         return true;
     }

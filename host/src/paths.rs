@@ -22,8 +22,16 @@ pub fn config_dir() -> Option<PathBuf> {
     non_empty("HOME").map(|home| PathBuf::from(home).join(".config").join("edgar"))
 }
 
+/// A directory variable's value when it is an absolute path. A relative one (`.`,
+/// `state`) is ignored, as the XDG base directory specification asks: it would put
+/// edgar's config, approvals or cache inside whatever directory edgar runs in, a cloned
+/// repository's included.
+pub fn absolute_var(var: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(var).filter(|v| !v.is_empty() && Path::new(v).is_absolute())
+}
+
 fn non_empty(var: &str) -> Option<std::ffi::OsString> {
-    std::env::var_os(var).filter(|v| !v.is_empty())
+    absolute_var(var)
 }
 
 /// Creates `dir` and its parents, the last one readable only by this user.
@@ -86,6 +94,70 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+/// Whether [`read_regular`] follows a final symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// A file in a repository or named by one: a link is refused (it could point anywhere).
+    Refuse,
+    /// The user's own file (a dotfile manager links them).
+    Follow,
+}
+
+/// A file a repository or another program may control, read safely: opened without
+/// following a final symbolic link and without blocking (a FIFO or a device never holds
+/// edgar), then checked on the open descriptor to be a regular file of at most `max`
+/// bytes. `None` when it does not exist.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    read_regular_with(path, max, Links::Refuse)
+}
+
+/// [`read_regular`], choosing whether a final symbolic link is followed.
+pub fn read_regular_with(path: &Path, max: u64, links: Links) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = match links {
+        Links::Refuse => libc_flags::NOFOLLOW | libc_flags::NONBLOCK,
+        Links::Follow => libc_flags::NONBLOCK,
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc_flags::ELOOP) => {
+            return Err(std::io::Error::other(
+                "a symbolic link, which edgar does not follow here",
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, over the {max}-byte limit",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!("over the {max}-byte limit")));
+    }
+    Ok(Some(bytes))
+}
+
+/// The open flags [`read_regular`] needs, from rustix's constants.
+mod libc_flags {
+    pub const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    pub const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    pub const ELOOP: i32 = rustix::io::Errno::LOOP.raw_os_error();
+}
+
 /// Takes an exclusive `flock` on `path` (created 0600 in a private directory), held until
 /// the returned file is dropped: read-modify-write of a shared file by several edgar
 /// processes.
@@ -100,6 +172,28 @@ pub fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
         .write(true)
         .mode(0o600)
         .open(path)?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
-    Ok(file)
+    // Bounded: a process that holds the lock for ever (a stuck edgar, or another program
+    // of the user's taking it on purpose) gets an error, never a hang.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::other(format!(
+                    "{} is locked by another process for over {} s",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
+
+/// Longest [`lock_file`] waits for another process's lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

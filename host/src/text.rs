@@ -20,14 +20,56 @@ pub fn shown(s: &str) -> String {
     out
 }
 
-/// Control characters, and the invisible formatting characters that reorder or hide
-/// text on a terminal (bidirectional overrides and isolates, zero-width characters).
-fn unsafe_to_show(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}'
-        )
+/// Text a human reviews (an approval, a pin diff, the audit tail, an error, a forwarded
+/// question), whole: control characters and every invisible or deceptive character (see
+/// [`is_invisible`]) written as `\u{...}` escapes, so what the reader sees is all there
+/// is. Nothing is cut.
+pub fn visible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if unsafe_to_show(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Control characters and the invisible characters below.
+pub fn unsafe_to_show(c: char) -> bool {
+    c.is_control() || is_invisible(c)
+}
+
+/// Characters that render as nothing, or that change how the text around them renders,
+/// on a terminal: Unicode format characters (zero-width, joiners, word joiner, invisible
+/// operators, soft hyphen, BOM), bidirectional marks, embeddings, overrides and isolates,
+/// line and paragraph separators, variation selectors, tag characters (an invisible copy
+/// of ASCII a model reads), Hangul and Mongolian fillers, and interlinear annotation.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{205F}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E007F}'
+            | '\u{E0100}'..='\u{E01EF}'
+    )
 }
 
 /// A message from an adapter or a library, made safe to print: one line, bounded.
@@ -86,6 +128,35 @@ mod tests {
     fn invisible_reordering_characters_are_escaped() {
         assert_eq!(shown("a\u{202E}b\u{200B}c"), "'a\\u{202e}b\\u{200b}c'");
         assert_eq!(shown_message("x\u{2066}y"), "x y");
+    }
+
+    #[test]
+    fn every_class_of_invisible_character_is_made_visible_and_nothing_is_cut() {
+        for (hidden, label) in [
+            ("\u{E0049}\u{E0047}\u{E004E}", "tag characters"),
+            (
+                "\u{202E}\u{202D}\u{2066}\u{2069}\u{200E}\u{061C}",
+                "bidi controls",
+            ),
+            ("\u{200B}\u{200C}\u{200D}\u{2060}\u{FEFF}", "zero-width"),
+            (
+                "\u{00AD}\u{2062}\u{180E}\u{3164}\u{115F}",
+                "fillers and invisible operators",
+            ),
+            ("\u{FE0F}\u{E0100}", "variation selectors"),
+            ("\u{2028}\u{2029}\u{85}", "line separators"),
+            ("\u{1b}[2J\u{7}", "terminal controls"),
+        ] {
+            let text = format!("read ~/.ssh{hidden} now");
+            let v = visible(&text);
+            assert!(v.chars().all(|c| !unsafe_to_show(c)), "{label}: {v}");
+            assert!(
+                v.starts_with("read ~/.ssh\\u{") && v.ends_with(" now"),
+                "{label}: {v}"
+            );
+        }
+        let long = "é".repeat(5000);
+        assert_eq!(visible(&long), long, "visible text passes whole");
     }
 
     #[test]

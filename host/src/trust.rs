@@ -91,7 +91,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// Where edgar keeps what it must not lose with the cache (approvals, pins, the audit
 /// trail): `$EDGAR_STATE_DIR`, else `$XDG_STATE_HOME/edgar`, else `~/.local/state/edgar`.
 pub fn state_dir() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let var = crate::paths::absolute_var;
     if let Some(dir) = var("EDGAR_STATE_DIR") {
         return Some(PathBuf::from(dir));
     }

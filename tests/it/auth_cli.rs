@@ -196,3 +196,60 @@ fn api_key_command_and_the_file_store_never_print_keys() {
         }
     }
 }
+
+#[test]
+fn the_audit_trail_is_keyed_by_a_key_in_the_real_keyring() {
+    require("dbus-run-session");
+    require("gnome-keyring-daemon");
+    require("secret-tool");
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let fake = env!("CARGO_BIN_EXE_fake-mcp-server");
+    let config = home.path().join("config/edgar");
+    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.join("mcp.json"),
+        serde_json::json!({"mcpServers": {"f": {"command": fake, "args": ["good"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let with_keyring = fixture("with-keyring.sh").display().to_string();
+    // Two calls, verified; then a line edited and the chain recomputed with plain
+    // sha256, as a process that can write the files but not read the key would.
+    let script = r#"
+        set -u
+        "$EDGAR" mcp call f__echo '{"text": "one"}' >/dev/null || exit 10
+        "$EDGAR" mcp call f__echo '{"text": "two"}' >/dev/null || exit 11
+        K="$(secret-tool lookup service edgar username audit-chain-key)"
+        echo "== key"; [ "${#K}" -eq 64 ] && echo "keyring holds a 32-byte key"
+        echo "== verify"; "$EDGAR" audit verify || exit 12
+        T="$HOME/.local/state/edgar/audit.jsonl"
+        grep -c '"mac":"hmac-sha256"' "$T"
+        python3 - "$T" <<'PY'
+import hashlib, json, sys
+path = sys.argv[1]
+lines = open(path).read().splitlines()
+lines[-1] = lines[-1].replace('"is_error":false', '"is_error":true')
+prev = None
+for i, l in enumerate(lines):
+    v = json.loads(l)
+    if prev is not None:
+        v["prev"] = prev
+    l = json.dumps(v, separators=(",", ":"))
+    lines[i] = l
+    prev = hashlib.sha256(l.encode()).hexdigest()
+open(path, "w").write("\n".join(lines) + "\n")
+head = path.replace("audit.jsonl", "audit.head")
+open(head, "w").write(json.dumps({"seq": len(lines), "hash": prev, "keyed": True}))
+PY
+        echo "== verify forged"; "$EDGAR" audit verify && exit 13
+        exit 0
+    "#;
+    let (code, out) = sh(
+        home.path(),
+        &["dbus-run-session", "--", &with_keyring],
+        script,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("keyring holds a 32-byte key"), "{out}");
+    assert!(out.contains("HMAC-SHA256"), "{out}");
+    assert!(out.contains("tampered") || out.contains("edited"), "{out}");
+}

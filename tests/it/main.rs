@@ -1,6 +1,7 @@
 //! One integration-test binary: the guard through real components, the MCP session
 //! against fake and real servers, and the `edgar` CLI.
 
+mod approved_only;
 mod auth_cli;
 mod gateway;
 mod guard;

@@ -234,8 +234,16 @@ pub(crate) async fn secret_command(argv: &[String]) -> Result<Secret, String> {
     let Some((program, args)) = argv.split_first() else {
         return Err(fail("the command is empty".into()));
     };
+    // Run in a private empty directory, never the one edgar was started in: a program
+    // named without a path, or a launcher (`python -m`, `npx`), would load a cloned
+    // repository's code from there.
+    let workdir = tempfile::Builder::new()
+        .prefix("edgar-cwd-")
+        .tempdir()
+        .map_err(|e| fail(format!("cannot make a private working directory: {e}")))?;
     let mut child = tokio::process::Command::new(program)
         .args(args)
+        .current_dir(workdir.path())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

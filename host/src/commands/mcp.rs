@@ -31,8 +31,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             expose,
             http,
         } => super::serve::run(print_config, reserve, &servers, expose.is_some(), http),
-        McpCommand::ExampleServer => {
-            edgar_host::mcp::example_server::serve(&cwd)?;
+        McpCommand::ExampleServer { root } => {
+            edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd))?;
             Ok(ExitCode::SUCCESS)
         }
         McpCommand::Add {
@@ -69,15 +69,15 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 json!({"name": spec.name, "type": spec.transport.kind(), "source": spec.source});
             match &spec.transport {
                 Transport::Stdio {
-                    command,
-                    args,
                     env,
                     cwd,
                     env_inherit,
+                    ..
                 } => {
                     out["env_inherit"] = json!(env_inherit);
-                    out["command"] = json!(command);
-                    out["args"] = json!(args);
+                    // As written: an expanded ${VAR} may be a secret.
+                    out["command"] = json!(spec.written.target);
+                    out["args"] = json!(spec.written.args);
                     out["env"] = json!(
                         env.keys()
                             .map(|k| (k.clone(), json!("***")))
@@ -87,8 +87,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                         out["cwd"] = json!(cwd);
                     }
                 }
-                Transport::Http { url, headers } | Transport::Sse { url, headers } => {
-                    out["url"] = json!(url);
+                Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
+                    out["url"] = json!(spec.written.target);
                     out["headers"] = json!(
                         headers
                             .keys()
@@ -458,6 +458,9 @@ pub(crate) fn session_with(
     }
     opts.handler = handler;
     opts.credentials = super::sign_in::store().ok();
+    if let Some(store) = opts.credentials.clone() {
+        opts = opts.with_audit_key(store);
+    }
     Session::new(config, opts)
 }
 
@@ -496,6 +499,7 @@ fn held_state(h: &Held) -> &'static str {
         Hold::NeedsApproval(_) => "needs approval",
         Hold::Blocked { .. } => "blocked by policy",
         Hold::Shadowed { .. } => "ignored",
+        Hold::Refused { .. } => "refused",
     }
 }
 
@@ -506,6 +510,9 @@ fn held_text(h: &Held) -> String {
             h.name
         ),
         Hold::Blocked { rule } => rule.clone(),
+        Hold::Refused { field, reason } => {
+            format!("a project entry edgar refuses to run, approved or not: {field}: {reason}")
+        }
         Hold::Shadowed { by } => format!(
             "your own config ({}) has a server of this name, and yours runs",
             by.display()

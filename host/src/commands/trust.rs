@@ -27,10 +27,20 @@ fn pin_store(config: &Config) -> anyhow::Result<PinStore> {
     Ok(PinStore::new(&state()?, Some(&config.project_dir)))
 }
 
+/// The user's audit trail, keyed by the key in their credential store when one is
+/// configured.
+pub fn audit_log(dir: &std::path::Path) -> AuditLog {
+    let log = AuditLog::new(dir);
+    match super::sign_in::store() {
+        Ok(store) => log.with_key(edgar_host::auth::audit_key::source(store)),
+        Err(_) => log,
+    }
+}
+
 /// Records an event in the audit trail when there is a state directory.
 pub fn audit(event: &str, fields: Value) {
     if let Some(dir) = state_dir() {
-        AuditLog::new(&dir).note(event, fields);
+        audit_log(&dir).note(event, fields);
     }
 }
 
@@ -77,6 +87,12 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
                     eprintln!(
                         "edgar: the project's '{target}' is ignored: your own config ({}) has a server of that name; rename one of them",
                         by.display()
+                    );
+                    false
+                }
+                Hold::Refused { field, reason } => {
+                    eprintln!(
+                        "edgar: the project's '{target}' cannot be approved: {field}: {reason}"
                     );
                     false
                 }
@@ -141,15 +157,16 @@ fn approve_entry(config: &Config, entry: &ProjectEntry, yes: bool) -> anyhow::Re
     Ok(true)
 }
 
-/// What a server runs or contacts, in one line (for the audit trail).
+/// What a server runs or contacts, in one line, as written (`${VAR}` named, never its
+/// value, which may be a secret): for the prompt and the audit trail.
 fn target_line(spec: &ServerSpec) -> String {
     match &spec.transport {
-        Transport::Stdio { command, args, .. } => std::iter::once(command)
-            .chain(args)
+        Transport::Stdio { .. } => std::iter::once(&spec.written.target)
+            .chain(&spec.written.args)
             .map(|a| quote(a))
             .collect::<Vec<_>>()
             .join(" "),
-        Transport::Http { url, .. } | Transport::Sse { url, .. } => url.clone(),
+        Transport::Http { .. } | Transport::Sse { .. } => escaped(&spec.written.target),
     }
 }
 
@@ -158,9 +175,10 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
     let _ = writeln!(
         out,
         "Project server '{}' in {}",
-        entry.name,
-        entry.file.display()
+        escaped(&entry.name),
+        escaped(&entry.file.display().to_string())
     );
+    // Where a value comes from, never the value of a variable (it may be a secret).
     let origin = |value: Option<&Value>| -> String {
         let Some(template) = value.and_then(Value::as_str) else {
             return "(not a string)".into();
@@ -174,25 +192,63 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
             format!("text with your environment variables {}", vars.join(", "))
         }
     };
+    let mut shown_keys: Vec<&str> = vec!["type", "transport", "adapter"];
     match &spec.transport {
         Transport::Stdio {
             command,
+            args,
             env,
             cwd,
             env_inherit,
-            ..
         } => {
+            shown_keys.extend(["command", "args", "env", "cwd", "env_inherit"]);
             let _ = writeln!(out, "  would run:  {}", target_line(spec));
+            let dir = cwd.as_deref().unwrap_or(&entry.project);
+            let path = env
+                .get("PATH")
+                .map(std::ffi::OsString::from)
+                .or_else(|| std::env::var_os("PATH"));
+            let program = match edgar_host::trust::policy::resolve_program(
+                command,
+                path.as_deref(),
+                Some(dir),
+            ) {
+                Some(p) => escaped(&p.display().to_string()),
+                None => "(not found)".into(),
+            };
+            let _ = writeln!(out, "  program:    {} -> {program}", quote(command));
             let _ = writeln!(
                 out,
-                "  in:         {}",
-                escaped(
-                    &cwd.as_deref()
-                        .unwrap_or(&entry.project)
-                        .display()
-                        .to_string()
-                )
+                "  in:         {}{}",
+                escaped(&dir.display().to_string()),
+                if cwd.is_none() {
+                    " (the project directory: programs and launchers there load its code, such as node_modules, python -m modules, a pyproject.toml)"
+                } else {
+                    ""
+                }
             );
+            if args.is_empty() {
+                let _ = writeln!(out, "  arguments:  none");
+            }
+            for c in &entry.code {
+                match &c.sha256 {
+                    Ok(sha) => {
+                        let _ = writeln!(
+                            out,
+                            "  runs code:  {} (sha256 {sha}; a change needs a new approval)",
+                            escaped(&c.path)
+                        );
+                    }
+                    Err(e) => {
+                        let _ = writeln!(
+                            out,
+                            "  runs code:  {} (not hashed: {})",
+                            escaped(&c.path),
+                            escaped(e)
+                        );
+                    }
+                }
+            }
             let raw_env = entry.raw.get("env");
             for k in env.keys() {
                 let _ = writeln!(
@@ -210,50 +266,103 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
                     edgar_host::mcp::INHERITED_ENV.join(", ")
                 )
             };
-            let _ = writeln!(
-                out,
-                "  inherits:   {inherited}\n  program:    {}",
-                quote(command)
-            );
+            let _ = writeln!(out, "  inherits:   {inherited}");
         }
-        Transport::Http { url, headers } | Transport::Sse { url, headers } => {
+        Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
+            shown_keys.extend(["url", "headers"]);
             let _ = writeln!(
                 out,
                 "  would contact: {} ({})",
-                escaped(url),
+                target_line(spec),
                 spec.transport.kind()
             );
             let raw = entry.raw.get("headers");
             for k in headers.keys() {
                 let _ = writeln!(
                     out,
-                    "  header:     {} = {}",
+                    "  header:     {} = {} (sent to that URL)",
                     escaped(k),
                     origin(raw.and_then(|h| h.get(k)))
                 );
             }
-            if spec.oauth.client_secret.is_some() {
-                let _ = writeln!(out, "  oauth:      a client secret from this entry");
-            }
         }
+    }
+    for name in &entry.variables {
+        let _ = writeln!(
+            out,
+            "  variable:   {} from your environment, in what runs or is contacted (its value now is part of this approval; a new value needs a new one; it is not shown)",
+            escaped(name)
+        );
+    }
+    if let Some(Value::Object(o)) = entry.raw.get("oauth") {
+        shown_keys.push("oauth");
+        let o_spec = &spec.oauth;
+        let _ = writeln!(
+            out,
+            "  sign-in:    grant {} (tokens kept in your keyring)",
+            o_spec.grant.as_str()
+        );
+        for (key, value) in o {
+            let line = match (key.as_str(), value) {
+                ("client_secret", v) => format!(
+                    "client_secret = {} (sent to the issuer's token endpoint)",
+                    origin(Some(v))
+                ),
+                ("identity", Value::Object(i)) => {
+                    let mut parts = Vec::new();
+                    for (k, v) in i {
+                        if k == "client_secret" {
+                            parts.push(format!("{k} = {}", origin(Some(v))));
+                        } else {
+                            parts.push(format!("{} = {}", escaped(k), escaped(&v.to_string())));
+                        }
+                    }
+                    format!(
+                        "identity provider (your ID token is sent there): {}",
+                        parts.join(", ")
+                    )
+                }
+                (k, v) => format!("{} = {}", escaped(k), escaped(&v.to_string())),
+            };
+            let _ = writeln!(out, "  oauth:      {line}");
+        }
+    }
+    if spec.elicitation_defaults {
+        shown_keys.push("elicitation");
+        let _ = writeln!(
+            out,
+            "  answers:    the server's questions with its own defaults, without asking you (elicitation: accept_defaults)"
+        );
     }
     match &entry.adapter {
         Some((path, Ok(sha))) => {
             let _ = writeln!(
                 out,
-                "  adapter:    {} (sha256 {sha})",
+                "  adapter:    {} (sha256 {sha}; loaded only with these bytes)",
                 escaped(&path.display().to_string())
             );
         }
         Some((path, Err(e))) => {
             let _ = writeln!(
                 out,
-                "  adapter:    {} (unreadable: {e})",
-                escaped(&path.display().to_string())
+                "  adapter:    {} (unreadable: {})",
+                escaped(&path.display().to_string()),
+                escaped(e)
             );
         }
         None => {
             let _ = writeln!(out, "  adapter:    the built-in one");
+        }
+    }
+    // Every other field, as written: nothing the entry says is left out of the review.
+    for (key, value) in &entry.raw {
+        if !shown_keys.contains(&key.as_str()) {
+            let _ = writeln!(
+                out,
+                "  {:<11} {}",
+                format!("{}:", escaped(key)),
+                escaped(&value.to_string())
+            );
         }
     }
     let _ = writeln!(out, "  digest:     {}", entry.digest);
@@ -279,17 +388,10 @@ fn variables(template: &str) -> Vec<String> {
     out
 }
 
-/// Control characters escaped, nothing cut: a prompt must show all of what it approves.
+/// Control and invisible characters made visible, nothing cut: a prompt must show all
+/// of what it approves (one escaper for every surface a human reviews).
 fn escaped(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    edgar_host::text::visible(s)
 }
 
 /// A shell word as a human would read it: single-quoted when it holds anything but plain
@@ -389,6 +491,12 @@ fn describe_pending(file: &PinFile, out: &mut String) {
                     let (a, b) = (old.view.get(key), new.view.get(key));
                     if a != b {
                         let _ = writeln!(out, "  {label}:");
+                        if without_invisible(a) == without_invisible(b) {
+                            let _ = writeln!(
+                                out,
+                                "    invisible characters changed (shown below as \\u{{...}} escapes; a model reads them, a reviewer does not see them)"
+                            );
+                        }
                         for line in diff(&lines_of(a), &lines_of(b)) {
                             let _ = writeln!(out, "    {line}");
                         }
@@ -403,6 +511,19 @@ fn describe_pending(file: &PinFile, out: &mut String) {
             }
         }
     }
+}
+
+/// A view part's text with control and invisible characters removed: what a terminal
+/// shows of it.
+fn without_invisible(v: Option<&Value>) -> String {
+    let text = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    text.chars()
+        .filter(|c| !edgar_host::text::unsafe_to_show(*c) || *c == '\n')
+        .collect()
 }
 
 /// A view part as lines: text as its own lines, JSON pretty-printed; escaped.
@@ -646,6 +767,7 @@ async fn drift(config: &Config, lock: &LockFile, session: &Session) -> Vec<Strin
                 Some(Hold::NeedsApproval(_)) => "needs approval",
                 Some(Hold::Blocked { .. }) => "is blocked by policy",
                 Some(Hold::Shadowed { .. }) => "is shadowed by a user server",
+                Some(Hold::Refused { .. }) => "is refused (edgar mcp list says why)",
                 None => "is not configured",
             };
             out.push(format!("{name}: pinned by the lock but {why}"));
@@ -682,14 +804,19 @@ async fn drift(config: &Config, lock: &LockFile, session: &Session) -> Vec<Strin
 }
 
 pub fn audit_verify() -> anyhow::Result<ExitCode> {
-    let log = AuditLog::new(&state()?);
+    let log = audit_log(&state()?);
     let n = log.verify()?;
-    println!("{}: intact, {n} events", log.path().display());
+    let how = if log.is_keyed() {
+        "chained with HMAC-SHA256 under the key in your credential store"
+    } else {
+        "chained with plain sha256: no audit key in a credential store, so a process that can write these files could rewrite them unseen"
+    };
+    println!("{}: intact, {n} events ({how})", log.path().display());
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn audit_tail(n: usize, json_out: bool) -> anyhow::Result<ExitCode> {
-    let log = AuditLog::new(&state()?);
+    let log = audit_log(&state()?);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for e in log.tail(n)? {
         if json_out {

@@ -62,9 +62,50 @@ pub(crate) fn name(name: &str) -> Result<(), String> {
 /// adapter for one server can never claim another server's names, and, since every
 /// server tool's name holds `__`, never a built-in tool's name without one
 /// ([`crate::guard::may_be_builtin`]).
-pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
-    /// The shortest server part a hashed name may keep (the reference adapter's cut).
-    const MIN_HASHED_PREFIX: usize = 20;
+/// Digits of the hash a hashed name ends with (the reference adapter's `NAME_HASH_HEX`).
+const NAME_HASH_HEX: usize = 10;
+
+/// A hashed name whose server part is cut (a server name over 20 characters: two such
+/// servers can share the cut) must end with the hash of its own server and tool (FNV-1a
+/// over `server 0xff tool`, as the reference adapter computes it), so one server's
+/// adapter can never claim a name another server's tool has. Names that carry the whole
+/// server name are bound by [`prefixed`] alone.
+pub(crate) fn bound(name: &str, server: &str, tool: &str) -> Result<(), String> {
+    let head = name.split("__").next().unwrap_or_default();
+    let hashed = name.matches("__").count() >= 2;
+    let whole = head == server || head == clean_server(server);
+    if !hashed || whole {
+        return Ok(());
+    }
+    let want = format!(
+        "{:0width$x}",
+        fnv1a(server, tool) >> (64 - 4 * NAME_HASH_HEX),
+        width = NAME_HASH_HEX
+    );
+    if name.rsplit("__").next() == Some(want.as_str()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the name {} cuts the name of server {} but does not end with the hash of that server's own tool ({want}); another server could claim it",
+            shown(name),
+            shown(server)
+        ))
+    }
+}
+
+/// 64-bit FNV-1a over `server`, a 0xff separator and `tool`.
+fn fnv1a(server: &str, tool: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in server.bytes().chain([0xff]).chain(tool.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A server name as a sanitizer leaves it: `_` runs collapsed, leading and trailing `_`
+/// removed.
+fn clean_server(server: &str) -> String {
     let mut clean = String::with_capacity(server.len());
     for c in server.chars() {
         if c == '_' && (clean.is_empty() || clean.ends_with('_')) {
@@ -72,7 +113,14 @@ pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
         }
         clean.push(c);
     }
-    let clean = clean.trim_end_matches('_');
+    clean.trim_end_matches('_').to_owned()
+}
+
+pub(crate) fn prefixed(name: &str, server: &str) -> Result<(), String> {
+    /// The shortest server part a hashed name may keep (the reference adapter's cut).
+    const MIN_HASHED_PREFIX: usize = 20;
+    let clean = clean_server(server);
+    let clean = clean.as_str();
     let head = name.split("__").next().unwrap_or_default();
     let hashed = name.matches("__").count() >= 2;
     let ok = !head.is_empty()
@@ -353,6 +401,39 @@ fn mime_opt(m: Option<&str>) -> Result<(), String> {
 
 fn is_token(m: &str) -> bool {
     !m.is_empty() && m.len() <= 200 && m.bytes().all(|c| c.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_server_name_binds_the_name_to_that_servers_own_hash() {
+        let (a, b) = ("github-enterprise-corp-a", "github-enterprise-corp-b");
+        for tool in ["create issue", "delete/repo", "x__y", &"long".repeat(20)] {
+            let name = guest_schema::tool_name(a, tool).unwrap_or_else(|r| panic!("{r:?}"));
+            assert_eq!(name.matches("__").count(), 2, "hashed: {name}");
+            assert!(
+                prefixed(&name, a).is_ok() && prefixed(&name, b).is_ok(),
+                "{name}"
+            );
+            assert!(
+                bound(&name, a, tool).is_ok(),
+                "the reference adapter's hash: {name}"
+            );
+            assert!(bound(&name, b, tool).is_err(), "{b} may not claim {name}");
+            assert!(
+                bound(&name, a, "other").is_err(),
+                "another tool may not claim {name}"
+            );
+        }
+        // A clean name carries the whole server name: another server cannot claim it.
+        let clean = guest_schema::tool_name(a, "x").unwrap_or_else(|r| panic!("{r:?}"));
+        assert!(prefixed(&clean, b).is_err(), "{clean}");
+        // Names that carry the whole server name need no hash.
+        assert!(bound("short__x__0000000000", "short", "x").is_ok());
+        assert!(bound("gh__list", "gh", "list").is_ok());
+    }
 }
 
 #[cfg(test)]

@@ -110,6 +110,14 @@ impl SessionOptions {
         self.audit = Some(AuditLog::new(state_dir));
         self
     }
+
+    /// The audit trail keyed by a key kept in `store` (made on the first line written).
+    pub fn with_audit_key(mut self, store: Store) -> SessionOptions {
+        if let Some(audit) = self.audit.take() {
+            self.audit = Some(audit.with_key(crate::auth::audit_key::source(store)));
+        }
+        self
+    }
 }
 
 /// Where a server stands, for `edgar mcp list`.
@@ -431,6 +439,10 @@ impl SessionInner {
                     rule: rule.clone(),
                 })
             }
+            Hold::Refused { field, reason } => Some(McpError::Blocked {
+                server: name.to_owned(),
+                rule: format!("its project entry is refused ({field}: {reason})"),
+            }),
             Hold::Shadowed { .. } => None,
         }
     }
@@ -820,8 +832,10 @@ impl SessionInner {
         arguments: Value,
     ) -> Result<(ToolOutput, CallRecord), (McpError, CallRecord)> {
         let mut record = CallRecord::default();
-        if self.opts.audit.is_some() {
-            record.args_sha256 = crate::trust::sha256_hex(arguments.to_string().as_bytes());
+        if let Some(audit) = &self.opts.audit {
+            // Keyed when the trail is (HMAC-SHA256), so a short argument cannot be
+            // recovered by hashing guesses.
+            record.args_sha256 = audit.digest(arguments.to_string().as_bytes());
         }
         let (list, index) = match self.find_tool(name).await {
             Ok(found) => found,
@@ -1353,7 +1367,9 @@ impl SessionInner {
                     args,
                     env,
                     env_inherit: *env_inherit,
-                    cwd: cwd.as_deref().unwrap_or(&self.opts.cwd),
+                    // An approved project entry runs in its project (the approval says
+                    // so); everything else in a private empty directory.
+                    cwd: cwd.as_deref().or(spec.project.as_deref()),
                     log,
                 })
                 .map_err(|reason| McpError::Start {
@@ -1771,11 +1787,20 @@ fn pin_tools(
             server: spec.name.clone(),
             reason: format!("its tool pins cannot be checked: {e}"),
         })?;
+    if !checked.pinned_by_lock.is_empty() {
+        tracing::warn!(
+            server = spec.name,
+            "first use: {} tool(s) pinned because the project's .mcp.lock lists them as they are; `edgar mcp pins {}` shows them",
+            checked.pinned_by_lock.len(),
+            spec.name
+        );
+    }
     if let Some(audit) = audit {
         if checked.first {
             audit.note(
                 "pinned",
-                json!({"server": spec.name, "tools": checked.accepted.len(), "launch": spec.digest()}),
+                json!({"server": spec.name, "tools": checked.accepted.len(), "launch": spec.digest(),
+                       "by_lock": checked.pinned_by_lock}),
             );
         }
         for q in &checked.newly_quarantined {

@@ -62,6 +62,8 @@ const CHANNEL_DEPTH: usize = 64;
 pub(crate) struct Stdio {
     child: Arc<tokio::sync::Mutex<Child>>,
     pgid: Option<rustix::process::Pid>,
+    /// The private working directory made for it, removed when it is dropped.
+    _workdir: Option<tempfile::TempDir>,
     stderr: Arc<StderrTail>,
     close_stdin: Option<oneshot::Sender<()>>,
     closed: bool,
@@ -138,7 +140,9 @@ pub(crate) struct Spawn<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// Pass edgar's whole environment instead of [`INHERITED_ENV`].
     pub env_inherit: bool,
-    pub cwd: &'a Path,
+    /// Where it runs; `None` is a private empty directory made for it (never the
+    /// directory edgar was started in, whose files launchers would load as code).
+    pub cwd: Option<&'a Path>,
     /// Where this session's stderr goes, if anywhere.
     pub log: Option<PathBuf>,
 }
@@ -146,6 +150,19 @@ pub(crate) struct Spawn<'a> {
 impl Stdio {
     /// Spawns the server and returns it with the link for its connection.
     pub(crate) fn spawn(s: Spawn<'_>) -> Result<(Stdio, Link), String> {
+        super::hygiene::harden();
+        let workdir = match s.cwd {
+            Some(_) => None,
+            None => Some(
+                neutral_dir()
+                    .map_err(|e| format!("cannot make a private working directory for it: {e}"))?,
+            ),
+        };
+        let cwd = match (&workdir, s.cwd) {
+            (Some(dir), _) => dir.path(),
+            (None, Some(cwd)) => cwd,
+            (None, None) => return Err("no working directory".into()),
+        };
         let mut cmd = Command::new(s.command);
         if !s.env_inherit {
             cmd.env_clear();
@@ -157,7 +174,7 @@ impl Stdio {
         }
         cmd.args(s.args)
             .envs(s.env)
-            .current_dir(s.cwd)
+            .current_dir(cwd)
             .stdin(Pipe::piped())
             .stdout(Pipe::piped())
             .stderr(Pipe::piped())
@@ -170,6 +187,9 @@ impl Stdio {
         let pgid = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+        if let Some(pid) = pgid {
+            super::hygiene::started(pid.as_raw_nonzero().get());
+        }
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -198,6 +218,7 @@ impl Stdio {
         let stdio = Stdio {
             child,
             pgid,
+            _workdir: workdir,
             stderr: tail,
             close_stdin: Some(close_tx),
             closed: false,
@@ -235,6 +256,9 @@ impl Stdio {
         self.signal(rustix::process::Signal::KILL);
         let _ = child.start_kill();
         let _ = child.wait().await;
+        if let Some(pid) = self.pgid {
+            super::hygiene::ended(pid.as_raw_nonzero().get());
+        }
     }
 
     fn signal(&self, sig: rustix::process::Signal) {
@@ -253,6 +277,13 @@ impl Drop for Stdio {
             self.signal(rustix::process::Signal::KILL);
         }
     }
+}
+
+/// A fresh, empty directory only this user can enter (0700, a random name under the
+/// temporary directory): a server without a `cwd` runs there, so `python -m`, `npx` and
+/// `uv` find no code of the directory edgar was started in.
+pub(crate) fn neutral_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("edgar-cwd-").tempdir()
 }
 
 async fn write_loop(

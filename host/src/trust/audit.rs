@@ -3,14 +3,70 @@
 //! line's number and hash, so a truncated tail is noticed as well as an edited, deleted
 //! or reordered line. Records what was decided and what was called: never argument
 //! values, results, tokens or keys.
+//!
+//! With an [`AuditKey`] (kept in the OS keyring, outside the files a server running as
+//! the same user can edit), each line's hash is an HMAC-SHA256 under that key and the
+//! line says `"mac": "hmac-sha256"`: a process that can rewrite the files but not read
+//! the key can no longer edit a line and recompute the chain. Argument digests are keyed
+//! too, so a short argument cannot be found by guessing. A trail may start plain (before
+//! a key existed); once a line is keyed, every later line must be.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
+
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{TrustError, sha256_hex};
+
+/// The audit chain's key: 32 random bytes. Never shown.
+#[derive(Clone)]
+pub struct AuditKey([u8; 32]);
+
+impl AuditKey {
+    pub fn new(bytes: [u8; 32]) -> AuditKey {
+        AuditKey(bytes)
+    }
+
+    /// The key from its hex form (as stored), if it is one.
+    pub fn from_hex(s: &str) -> Option<AuditKey> {
+        let s = s.trim();
+        if s.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(AuditKey(out))
+    }
+
+    /// Its hex form, for the credential store.
+    pub fn to_hex(&self) -> String {
+        crate::guard::hex(&self.0)
+    }
+
+    fn mac(&self, bytes: &[u8]) -> String {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0);
+        crate::guard::hex(ring::hmac::sign(&key, bytes).as_ref())
+    }
+}
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey(***)")
+    }
+}
+
+/// Where a trail's key comes from: asked once, when the first line is written or the
+/// trail verified (never at startup); `create` says a missing key may be made.
+pub type KeySource = Arc<dyn Fn(bool) -> Option<AuditKey> + Send + Sync>;
+
+/// The field a keyed line carries.
+const MAC_FIELD: &str = "mac";
+const MAC_NAME: &str = "hmac-sha256";
 
 const FILE: &str = "audit.jsonl";
 const HEAD: &str = "audit.head";
@@ -28,19 +84,77 @@ const MAX_HEAD_BYTES: u64 = 4096;
 struct Head {
     seq: u64,
     hash: String,
+    /// The last line was keyed: a writer without the key must not continue the chain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keyed: bool,
 }
 
 /// Appends to, and verifies, one audit trail.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AuditLog {
     dir: PathBuf,
+    source: Option<KeySource>,
+    key: Arc<OnceLock<Option<AuditKey>>>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("dir", &self.dir)
+            .field("keyed", &self.source.is_some())
+            .finish()
+    }
 }
 
 impl AuditLog {
-    /// The trail in `state_dir`.
+    /// The trail in `state_dir`, unkeyed (plain sha256 chain).
     pub fn new(state_dir: &Path) -> AuditLog {
         AuditLog {
             dir: state_dir.to_owned(),
+            source: None,
+            key: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The trail keyed by what `source` gives (see [`KeySource`]).
+    pub fn with_key(mut self, source: KeySource) -> AuditLog {
+        self.source = Some(source);
+        self.key = Arc::new(OnceLock::new());
+        self
+    }
+
+    /// The key, asked for once per log (made when missing and `create`).
+    fn key(&self, create: bool) -> Option<&AuditKey> {
+        if let Some(k) = self.key.get() {
+            return k.as_ref();
+        }
+        let source = self.source.as_ref()?;
+        let got = source(create);
+        if got.is_none() && create {
+            // Said by `edgar audit verify`; a warning here would follow every command
+            // on a machine without a keyring.
+            tracing::debug!(
+                "the audit trail is not keyed (no credential store to keep its key in): lines are chained with plain sha256"
+            );
+        }
+        // Not cached when verification found no key: a later write may make one.
+        if got.is_some() || create {
+            return self.key.get_or_init(|| got).as_ref();
+        }
+        None
+    }
+
+    /// Whether this trail has a key to check and continue it with (without making one).
+    pub fn is_keyed(&self) -> bool {
+        self.key(false).is_some()
+    }
+
+    /// A digest of `bytes` for an audit line (a call's arguments): keyed when the trail
+    /// is, so it cannot be matched against guesses.
+    pub fn digest(&self, bytes: &[u8]) -> String {
+        match self.key(true) {
+            Some(k) => k.mac(bytes),
+            None => sha256_hex(bytes),
         }
     }
 
@@ -53,8 +167,15 @@ impl AuditLog {
     pub fn record(&self, event: &str, fields: Value) -> Result<(), TrustError> {
         let file = self.path();
         let fail = |e: std::io::Error| TrustError::file(&file, e);
+        let key = self.key(true).cloned();
         let _lock = crate::paths::lock_file(&self.dir.join("audit.lock")).map_err(fail)?;
         let (head_file, head) = self.open_head()?;
+        if key.is_none() && head.as_ref().is_some_and(|h| h.keyed) {
+            return Err(TrustError::file(
+                &file,
+                "the trail is keyed, but this process cannot reach its key (the keyring); not writing a line that would break the chain",
+            ));
+        }
         let (seq, prev) = match &head {
             Some(h) => (h.seq + 1, h.hash.clone()),
             None => (1, GENESIS.to_owned()),
@@ -69,8 +190,28 @@ impl AuditLog {
             }
         }
         line.insert("prev".into(), json!(prev));
-        let text = Value::Object(line).to_string();
-        let hash = sha256_hex(text.as_bytes());
+        if key.is_some() {
+            line.insert(MAC_FIELD.into(), json!(MAC_NAME));
+        }
+        let mut text = Value::Object(line).to_string();
+        // No line longer than `verify` and `tail` read: an oversized event keeps its
+        // name and how large it was, nothing else.
+        if text.len() + 1 > MAX_LINE_BYTES {
+            let mut small = Map::new();
+            small.insert("seq".into(), json!(seq));
+            small.insert("time".into(), json!(now_millis()));
+            small.insert("event".into(), json!(event));
+            small.insert("oversized".into(), json!(text.len()));
+            small.insert("prev".into(), json!(prev));
+            if key.is_some() {
+                small.insert(MAC_FIELD.into(), json!(MAC_NAME));
+            }
+            text = Value::Object(small).to_string();
+        }
+        let hash = match &key {
+            Some(k) => k.mac(text.as_bytes()),
+            None => sha256_hex(text.as_bytes()),
+        };
         {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f = std::fs::OpenOptions::new()
@@ -81,8 +222,12 @@ impl AuditLog {
                 .map_err(fail)?;
             f.write_all(format!("{text}\n").as_bytes()).map_err(fail)?;
         }
-        let mut head =
-            serde_json::to_vec(&Head { seq, hash }).map_err(|e| TrustError::file(&file, e))?;
+        let mut head = serde_json::to_vec(&Head {
+            seq,
+            hash,
+            keyed: key.is_some(),
+        })
+        .map_err(|e| TrustError::file(&file, e))?;
         // Rewritten in place, padded to one fixed size, under the lock: a rename per call
         // makes ext4 write the new file's data back at once, which cost most of a proxied
         // call. Neither this nor the line above is flushed to disk: flushing only one of
@@ -177,6 +322,8 @@ impl AuditLog {
             }
             Err(e) => return Err(TrustError::file(&file, e)),
         };
+        let key = self.key(false).cloned();
+        let mut keyed_from: Option<usize> = None;
         let mut prev = GENESIS.to_owned();
         for (i, text) in lines.iter().enumerate() {
             let n = i + 1;
@@ -204,9 +351,36 @@ impl AuditLog {
                         .into(),
                 ));
             }
-            prev = sha256_hex(text.as_bytes());
+            let keyed = v.get(MAC_FIELD).and_then(Value::as_str) == Some(MAC_NAME);
+            prev = match (keyed, &key, keyed_from) {
+                (true, Some(k), _) => {
+                    keyed_from.get_or_insert(n);
+                    k.mac(text.as_bytes())
+                }
+                (true, None, _) => {
+                    return Err(tampered(
+                        n,
+                        "the line is keyed, but this session has no audit key to check it (the keyring is unavailable)".into(),
+                    ));
+                }
+                (false, _, Some(from)) => {
+                    return Err(tampered(
+                        n,
+                        format!(
+                            "the line is not keyed, though lines from {from} on are (rewritten by someone without the key)"
+                        ),
+                    ));
+                }
+                (false, _, None) => sha256_hex(text.as_bytes()),
+            };
         }
         let count = lines.len() as u64;
+        if key.is_some() && keyed_from.is_none() && count > 0 && self.source.is_some() {
+            return Err(tampered(
+                lines.len(),
+                "edgar has an audit key, but no line is keyed (rewritten by someone without the key?)".into(),
+            ));
+        }
         match head? {
             Some(h) if h.seq == count && h.hash == prev => Ok(count),
             Some(h) if h.seq > count => Err(tampered(

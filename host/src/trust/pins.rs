@@ -5,8 +5,10 @@
 //!
 //! Pins live in `<state>/pins/`, apart from the discovery cache, per server name and
 //! scope (the user's config, or one project directory): `--refresh`, a deleted cache or
-//! a changed command never resets them. A project's committed `.mcp.lock` is the
-//! authority for the project's own servers that it lists.
+//! a changed command never resets them. A project's committed `.mcp.lock` is one more
+//! constraint for the project's own servers that it lists, never a way around review: a
+//! tool runs only when it matches both the local pin and the lock (a first discovery
+//! pins only what the lock allows, and says so once, in the audit trail and on stderr).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,6 +82,9 @@ pub struct Checked {
     pub first: bool,
     /// Tools that became quarantined in this check (not already waiting).
     pub newly_quarantined: Vec<Quarantined>,
+    /// On a first discovery of a server the project's lock lists: the tools pinned
+    /// because they matched it (shown once and audited, never silently).
+    pub pinned_by_lock: Vec<String>,
 }
 
 /// The pin store of one session.
@@ -226,13 +231,23 @@ impl PinStore {
         for t in tools {
             let v = view(&t);
             let d = digest(&v);
-            let accepted = match &locked {
-                Some(l) => l.tools.get(t.tool()) == Some(&d),
-                None if first => true,
-                None => file.tools.get(t.tool()).is_some_and(|p| p.digest == d),
+            // Both constraints: the lock (when it lists this server) and the local pin. A
+            // tool without a pin is pinned on a first discovery, or when the lock lists it
+            // as it is (said once, and audited); a pinned tool must match its pin, whatever
+            // the lock says, so a commit that changes both still meets a human.
+            let lock_ok = locked
+                .as_ref()
+                .is_none_or(|l| l.tools.get(t.tool()) == Some(&d));
+            let pinned = file.tools.get(t.tool());
+            let pin_ok = match pinned {
+                Some(p) => p.digest == d,
+                None => first || locked.is_some(),
             };
-            if accepted {
-                if locked.is_none() && first {
+            if lock_ok && pin_ok {
+                if pinned.is_none() {
+                    if locked.is_some() {
+                        out.pinned_by_lock.push(t.tool().to_owned());
+                    }
                     file.tools.insert(
                         t.tool().to_owned(),
                         Pin {
@@ -246,13 +261,14 @@ impl PinStore {
                 continue;
             }
             let change = match file.tools.get(t.tool()) {
-                Some(p) => what_changed(&p.view, &v),
-                None if locked
+                Some(p) if p.digest != d => what_changed(&p.view, &v),
+                _ if locked
                     .as_ref()
                     .is_some_and(|l| l.tools.contains_key(t.tool())) =>
                 {
                     "differs from .mcp.lock".into()
                 }
+                Some(_) => "not in .mcp.lock".into(),
                 None => "new tool".into(),
             };
             let q = Quarantined {
@@ -315,9 +331,10 @@ impl PinStore {
 }
 
 /// Reads a `.mcp.lock`; `None` when it does not exist. A lock that exists but cannot be
-/// read is an error: it is the authority, so it cannot be ignored.
+/// read is an error: it constrains, so it cannot be ignored. A repository's file: a
+/// regular file only, never through a link, never blocking on a FIFO.
 pub fn read_lock(path: &Path) -> Result<Option<LockFile>, TrustError> {
-    match crate::paths::read_capped(path, MAX_FILE_BYTES) {
+    match crate::paths::read_regular(path, MAX_FILE_BYTES) {
         Ok(None) => Ok(None),
         Ok(Some(bytes)) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -331,7 +348,8 @@ pub fn read_lock(path: &Path) -> Result<Option<LockFile>, TrustError> {
 pub fn write_lock(path: &Path, lock: &LockFile) -> Result<(), TrustError> {
     let mut text = serde_json::to_string_pretty(lock).map_err(|e| TrustError::file(path, e))?;
     text.push('\n');
-    std::fs::write(path, text).map_err(|e| TrustError::file(path, e))
+    // Replaced, never written through: a link committed in its place is not followed.
+    crate::paths::write_atomic(path, text.as_bytes()).map_err(|e| TrustError::file(path, e))
 }
 
 impl LockedServer {

@@ -7,9 +7,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod matching;
+
 use super::TrustError;
 use crate::config::{ServerSpec, Transport};
 use crate::guard::AdapterSource;
+
+pub use matching::{Mode, resolve as resolve_program, url_matches};
 
 /// Where the system-wide policy lives; when it exists, `$EDGAR_POLICY` is ignored, so a
 /// user cannot swap the administrator's policy for their own.
@@ -22,9 +26,14 @@ pub fn path() -> Option<PathBuf> {
     choose(Path::new(SYSTEM_POLICY), std::env::var_os("EDGAR_POLICY"))
 }
 
+/// The system file wins whenever it may exist: only a definite "no such file" lets
+/// `$EDGAR_POLICY` apply (a file or directory edgar cannot look into is the system
+/// policy, which then fails to load and stops everything). A relative `$EDGAR_POLICY`
+/// is kept as given, and refused when loaded.
 fn choose(system: &Path, env: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    if system.exists() {
-        return Some(system.to_owned());
+    match std::fs::symlink_metadata(system) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return Some(system.to_owned()),
     }
     env.filter(|v| !v.is_empty()).map(PathBuf::from)
 }
@@ -41,15 +50,29 @@ pub enum ProjectServers {
 }
 
 /// A server rule: every field given must match. `name` and `command` are globs (`*`,
-/// `?`); `command` is matched against the whole command line (command and arguments,
-/// space-separated); `url` is a glob over the URL, or an origin (`https://host[:port]`)
-/// matching every URL of that origin.
+/// `?`); `command` is matched against the command line (program and arguments,
+/// space-separated) with the program as it would really run (see `matching`); `url` is
+/// `scheme://host[:port][/path-glob]`, compared parsed, part by part; `source` limits the
+/// rule to the user's own entries or to projects' entries. A rule with only a `name`
+/// never admits a project entry unless it says `"source": "project"`: a repository
+/// chooses its entries' names.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerRule {
     pub name: Option<String>,
     pub command: Option<String>,
     pub url: Option<String>,
+    pub source: Option<Source>,
+}
+
+/// Where an entry comes from, for [`ServerRule::source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The user's own config (or the embedded default).
+    User,
+    /// A project's `.mcp.json`.
+    Project,
 }
 
 impl fmt::Display for ServerRule {
@@ -61,6 +84,7 @@ impl fmt::Display for ServerRule {
         ]
         .into_iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v:?}")))
+        .chain(self.source.map(|s| format!("source {s:?}")))
         .collect();
         f.write_str(&parts.join(", "))
     }
@@ -122,6 +146,12 @@ impl Policy {
     /// Reads and checks a policy file. Any problem is an error naming the file (and the
     /// line, for JSON errors): a policy that cannot be understood allows nothing.
     pub fn load(file: &Path) -> Result<Policy, TrustError> {
+        if !file.is_absolute() {
+            return Err(TrustError::file(
+                file,
+                "the policy path must be absolute (a relative one would be read from the directory edgar runs in)",
+            ));
+        }
         let bytes = crate::paths::read_capped(file, MAX_POLICY_BYTES)
             .map_err(|e| TrustError::file(file, format!("cannot read the policy: {e}")))?
             .ok_or_else(|| TrustError::file(file, "the policy file does not exist"))?;
@@ -135,10 +165,14 @@ impl Policy {
             .flatten()
             .chain(&policy.deny_servers);
         for rule in rules {
-            if rule.name.is_none() && rule.command.is_none() && rule.url.is_none() {
+            if rule.name.is_none()
+                && rule.command.is_none()
+                && rule.url.is_none()
+                && rule.source.is_none()
+            {
                 return Err(TrustError::file(
                     file,
-                    "a server rule needs a name, command or url (to allow nothing, use \"allow_servers\": [])",
+                    "a server rule needs a name, command or url, or a source (to allow nothing, use \"allow_servers\": [])",
                 ));
             }
         }
@@ -159,12 +193,12 @@ impl Policy {
             .deny_servers
             .iter()
             .enumerate()
-            .find(|(_, r)| r.matches(spec))
+            .find(|(_, r)| r.matches(spec, Mode::Deny))
         {
             return Some(format!("deny_servers[{i}] ({rule})"));
         }
         if let Some(allow) = &self.allow_servers
-            && !allow.iter().any(|r| r.matches(spec))
+            && !allow.iter().any(|r| r.matches(spec, Mode::Allow))
         {
             return Some("it matches no allow_servers rule".into());
         }
@@ -174,7 +208,8 @@ impl Policy {
         {
             return Some("require_https (the URL is plain http to another host)".into());
         }
-        if let (Some(allowed), AdapterSource::File(path)) = (&self.allowed_adapters, &spec.adapter)
+        if let (Some(allowed), AdapterSource::File(path) | AdapterSource::Pinned(path, _)) =
+            (&self.allowed_adapters, &spec.adapter)
         {
             match spec.adapter.digest() {
                 Ok(d) if allowed.iter().any(|a| a.eq_ignore_ascii_case(&d)) => {}
@@ -201,21 +236,47 @@ impl Policy {
 }
 
 impl ServerRule {
-    fn matches(&self, spec: &ServerSpec) -> bool {
+    fn matches(&self, spec: &ServerSpec, mode: Mode) -> bool {
+        let from_project = spec.project.is_some();
+        match self.source {
+            Some(Source::Project) if !from_project => return false,
+            Some(Source::User) if from_project => return false,
+            None if mode == Mode::Allow
+                && from_project
+                && self.command.is_none()
+                && self.url.is_none() =>
+            {
+                return false;
+            }
+            _ => {}
+        }
         if let Some(n) = &self.name
             && !glob(n, &spec.name)
         {
             return false;
         }
         if let Some(c) = &self.command {
-            let Transport::Stdio { command, args, .. } = &spec.transport else {
+            let Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                ..
+            } = &spec.transport
+            else {
                 return false;
             };
-            let line = std::iter::once(command.as_str())
-                .chain(args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ");
-            if !glob(c, &line) {
+            let path = env
+                .get("PATH")
+                .map(std::ffi::OsString::from)
+                .or_else(|| std::env::var_os("PATH"));
+            let dir = cwd.as_deref().or(spec.project.as_deref());
+            let launch = matching::Launch {
+                command,
+                args,
+                resolved: matching::resolve(command, path.as_deref(), dir),
+            };
+            if !matching::command_matches(c, &launch, mode) {
                 return false;
             }
         }
@@ -228,20 +289,6 @@ impl ServerRule {
             }
         }
         true
-    }
-}
-
-fn url_matches(pattern: &str, url: &str) -> bool {
-    if glob(pattern, url) {
-        return true;
-    }
-    // An origin pattern covers every URL of that origin (compared parsed, not as a prefix:
-    // `https://a.com` must not match `https://a.com.evil.net`).
-    match (reqwest::Url::parse(pattern), reqwest::Url::parse(url)) {
-        (Ok(p), Ok(u)) if !pattern.contains('*') && p.path() == "/" && !pattern.ends_with("/") => {
-            p.origin() == u.origin()
-        }
-        _ => false,
     }
 }
 

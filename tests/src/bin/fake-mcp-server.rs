@@ -205,6 +205,11 @@ fn main() {
                         );
                         text("changed")
                     }
+                    "cwd" => text(
+                        &std::env::current_dir()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_default(),
+                    ),
                     "env" => {
                         let mut names: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
                         names.sort();

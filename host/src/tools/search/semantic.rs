@@ -68,7 +68,7 @@ pub enum InstallError {
 /// The model's directory: `$EDGAR_SEARCH_MODEL`, else `$XDG_DATA_HOME/edgar/models/…`,
 /// else `~/.local/share/edgar/models/…`.
 pub fn model_dir() -> Option<PathBuf> {
-    let var = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    let var = crate::paths::absolute_var;
     if let Some(dir) = var("EDGAR_SEARCH_MODEL") {
         return Some(PathBuf::from(dir));
     }

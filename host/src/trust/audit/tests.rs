@@ -139,3 +139,102 @@ fn the_head_is_rewritten_in_place_whatever_its_size_before() {
     }
     assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 4);
 }
+
+fn keyed(dir: &Path, key: Option<[u8; 32]>) -> AuditLog {
+    AuditLog::new(dir).with_key(Arc::new(move |_| key.map(AuditKey::new)))
+}
+
+/// What a process with write access to the files but not the key can do: edit a line,
+/// then recompute every later `prev` and the head with plain sha256.
+fn forge(log: &AuditLog, at: usize, from: &str, to: &str) {
+    let mut ls = lines(log);
+    ls[at] = ls[at].replace(from, to);
+    let mut prev = if at == 0 {
+        GENESIS.to_owned()
+    } else {
+        sha256_hex(ls[at - 1].as_bytes())
+    };
+    for l in ls.iter_mut().skip(at) {
+        let mut v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}"));
+        v["prev"] = json!(prev);
+        *l = v.to_string();
+        prev = sha256_hex(l.as_bytes());
+    }
+    rewrite(log, &ls);
+    let head = json!({"seq": ls.len(), "hash": prev, "keyed": true}).to_string();
+    std::fs::write(log.dir.join(HEAD), head).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_keyed_chain_cannot_be_recomputed_without_its_key() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A trail that started plain, before a key existed, then keyed.
+    let plain = AuditLog::new(d.path());
+    plain
+        .record("call", json!({"tool": "before"}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log = keyed(d.path(), Some([7; 32]));
+    for t in ["a", "b", "c"] {
+        log.record("call", json!({"tool": t}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 4);
+    assert!(lines(&log)[1].contains("\"mac\":\"hmac-sha256\""));
+    // Each forgery a plain chain would not notice.
+    for (at, from, to) in [(2, "\"b\"", "\"B\""), (3, "\"c\"", "\"x\"")] {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = keyed(d.path(), Some([7; 32]));
+        for t in ["a", "b", "c", "d"] {
+            log.record("call", json!({"tool": t}))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        forge(&log, at, from, to);
+        assert_eq!(bad_line(&keyed(d.path(), Some([7; 32]))), at + 1);
+        // And downgrading the whole trail to plain lines is seen too.
+        let ls: Vec<String> = lines(&log)
+            .iter()
+            .map(|l| l.replace(",\"mac\":\"hmac-sha256\"", ""))
+            .collect();
+        rewrite(&log, &ls);
+        forge(&log, 0, "\"a\"", "\"a\"");
+        assert!(
+            keyed(d.path(), Some([7; 32])).verify().is_err(),
+            "a plain rewrite passed"
+        );
+    }
+    // The wrong key checks nothing.
+    assert!(keyed(d.path(), Some([8; 32])).verify().is_err());
+    // Without the key, a keyed trail is neither verified nor continued.
+    let keyless = keyed(d.path(), None);
+    assert!(keyless.verify().is_err());
+    assert!(keyless.record("call", json!({"tool": "late"})).is_err());
+    assert_eq!(lines(&log).len(), 4);
+}
+
+#[test]
+fn an_oversized_event_is_written_small_enough_to_read_back() {
+    let (_d, log) = trail(1);
+    log.record("call", json!({"tool": "x".repeat(MAX_LINE_BYTES * 2)}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    log.record("call", json!({"tool": "after"}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 3);
+    let tail = log.tail(2).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        tail[0]["oversized"]
+            .as_u64()
+            .is_some_and(|n| n > MAX_LINE_BYTES as u64)
+    );
+    assert_eq!(tail[1]["tool"], "after");
+}
+
+#[test]
+fn keyed_argument_digests_are_not_plain_hashes() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let args = br#"{"pin":"1234"}"#;
+    assert_eq!(AuditLog::new(d.path()).digest(args), sha256_hex(args));
+    let k = keyed(d.path(), Some([7; 32])).digest(args);
+    assert_eq!(k.len(), 64);
+    assert_ne!(k, sha256_hex(args));
+    assert_ne!(k, keyed(d.path(), Some([8; 32])).digest(args));
+}

@@ -1,0 +1,124 @@
+//! Process hygiene around stdio servers, which run as the same user as edgar:
+//!
+//! - edgar makes itself not dumpable before it starts the first server, so a server
+//!   cannot read edgar's environment, memory or descriptors through `/proc/<pid>` or
+//!   attach to it with `ptrace` (the kernel then checks `CAP_SYS_PTRACE`, which a user's
+//!   process does not have);
+//! - edgar becomes a child subreaper (Linux), so a server's descendant that leaves its
+//!   process group (`setsid`, a double fork) is adopted by edgar instead of by init, and
+//!   [`sweep`] ends it once no server runs any more.
+//!
+//! Elsewhere (macOS) neither exists: there, only the process group is reached at close.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, Once};
+
+/// The process ids of the stdio servers running now (each leads its own group).
+static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+static HARDEN: Once = Once::new();
+/// Rounds of [`sweep`]: an adopted process killed may leave children of its own, which
+/// are adopted in turn.
+const SWEEP_ROUNDS: usize = 16;
+
+/// Makes this process not dumpable and a child subreaper, once, before any server starts.
+pub(crate) fn harden() {
+    HARDEN.call_once(|| {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::process::{DumpableBehavior, getpid, set_child_subreaper};
+            if let Err(e) = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable)
+            {
+                tracing::warn!("cannot hide edgar's memory from its servers (PR_SET_DUMPABLE): {e}");
+            }
+            if let Err(e) = set_child_subreaper(Some(getpid())) {
+                tracing::warn!(
+                    "servers' escaped descendants will not be ended at close (PR_SET_CHILD_SUBREAPER): {e}"
+                );
+            }
+        }
+    });
+}
+
+/// Whether this process is dumpable (Linux; elsewhere always true).
+pub fn is_dumpable() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        !matches!(
+            rustix::process::dumpable_behavior(),
+            Ok(rustix::process::DumpableBehavior::NotDumpable)
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    true
+}
+
+/// A server started: its group is its own to signal, and it is not an orphan.
+pub(crate) fn started(pid: i32) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).insert(pid);
+}
+
+/// A server was reaped. When it was the last, every process edgar adopted that is not in
+/// edgar's own process group (a server's descendant that escaped its group) is killed
+/// and reaped.
+pub(crate) fn ended(pid: i32) {
+    let last = {
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        live.remove(&pid);
+        live.is_empty()
+    };
+    if last {
+        sweep();
+    }
+}
+
+/// Kills and reaps the adopted descendants of servers: children of this process that
+/// edgar did not start as a server and that are not in edgar's own process group
+/// (everything else edgar runs, a key command or a browser opener, stays in it).
+#[cfg(target_os = "linux")]
+pub(crate) fn sweep() {
+    use rustix::process::{Pid, Signal, WaitOptions, getpgrp, getpid, kill_process, waitpid};
+    let me = getpid().as_raw_nonzero().get();
+    let own_group = getpgrp().as_raw_nonzero().get();
+    for _ in 0..SWEEP_ROUNDS {
+        let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let adopted: Vec<i32> = children_of(me)
+            .into_iter()
+            .filter(|(pid, pgid)| *pgid != own_group && !live.contains(pid))
+            .map(|(pid, _)| pid)
+            .collect();
+        if adopted.is_empty() {
+            return;
+        }
+        for pid in adopted {
+            let Some(pid) = Pid::from_raw(pid) else {
+                continue;
+            };
+            let _ = kill_process(pid, Signal::KILL);
+            // Reaps it (it is our child now); an error means someone else already did.
+            let _ = waitpid(Some(pid), WaitOptions::empty());
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn sweep() {}
+
+/// `(pid, process group)` of every process whose parent is `parent`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn children_of(parent: i32) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command name, which may hold spaces and parentheses:
+            // state, ppid, pgrp.
+            let mut rest = stat.rsplit_once(") ")?.1.split(' ');
+            let _state = rest.next()?;
+            let ppid: i32 = rest.next()?.parse().ok()?;
+            let pgrp: i32 = rest.next()?.parse().ok()?;
+            (ppid == parent).then_some((pid, pgrp))
+        })
+        .collect()
+}
