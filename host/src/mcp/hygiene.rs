@@ -71,6 +71,12 @@ pub(crate) fn ended(pid: i32) {
     }
 }
 
+/// A server dropped without `close` (its group was killed): no longer live. Nothing is
+/// swept here, since a drop must not block.
+pub(crate) fn forget(pid: i32) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).remove(&pid);
+}
+
 /// Kills and reaps the adopted descendants of servers: children of this process that
 /// edgar did not start as a server and that are not in edgar's own process group
 /// (everything else edgar runs, a key command or a browser opener, stays in it).
@@ -121,4 +127,41 @@ fn children_of(parent: i32) -> Vec<(i32, i32)> {
             (ppid == parent).then_some((pid, pgrp))
         })
         .collect()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    #[test]
+    fn before_a_server_starts_edgar_is_not_dumpable_and_adopts_escaped_descendants() {
+        harden();
+        assert!(
+            !is_dumpable(),
+            "a server could read edgar's memory through /proc"
+        );
+        // PR_GET_CHILD_SUBREAPER answers the flag (rustix gives a nonzero one as `Some`).
+        let subreaper = rustix::process::child_subreaper().ok().flatten();
+        assert!(subreaper.is_some(), "not a child subreaper");
+    }
+
+    #[test]
+    fn children_are_read_from_proc_with_their_group() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let pid = child.id() as i32;
+        let found = children_of(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            found.contains(&(pid, pid)),
+            "{found:?} lacks ({pid}, {pid})"
+        );
+    }
 }

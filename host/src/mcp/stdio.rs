@@ -275,6 +275,9 @@ impl Drop for Stdio {
     fn drop(&mut self) {
         if !self.closed {
             self.signal(rustix::process::Signal::KILL);
+            if let Some(pid) = self.pgid {
+                super::hygiene::forget(pid.as_raw_nonzero().get());
+            }
         }
     }
 }
