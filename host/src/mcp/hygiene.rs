@@ -6,7 +6,7 @@
 //!   process does not have);
 //! - edgar becomes a child subreaper (Linux), so a server's descendant that leaves its
 //!   process group (`setsid`, a double fork) is adopted by edgar instead of by init, and
-//!   [`sweep`] ends it once no server runs any more.
+//!   `sweep` ends it once no server runs any more.
 //!
 //! Elsewhere (macOS) neither exists: there, only the process group is reached at close.
 
