@@ -52,6 +52,7 @@ async fn edgar(dir: &std::path::Path, protocol: ProtocolChoice) -> (Duration, Du
         elicitation_defaults: false,
         protocol,
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
+        sandbox: Default::default(),
         written: Default::default(),
     };
     let config = Config {

@@ -106,6 +106,8 @@ pub enum McpCommand {
         env: Vec<String>,
         #[command(flatten)]
         scope: ScopeArg,
+        #[command(flatten)]
+        sandbox: SandboxArg,
         /// The command and its arguments, after `--`.
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
@@ -227,6 +229,23 @@ pub enum ClientKind {
     Codex,
     Cursor,
     Gemini,
+}
+
+/// A stdio server's `"sandbox"`, from `edgar mcp add`'s flags.
+#[derive(Debug, Args)]
+pub struct SandboxArg {
+    /// Confine it, letting it read (and run from) PATH (repeatable; `~/` is your home).
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<String>,
+    /// Confine it, letting it write PATH (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    pub write: Vec<String>,
+    /// Confine it with this network: `none` (the default when confined) or `all`.
+    #[arg(long, value_parser = ["none", "all"])]
+    pub net: Option<String>,
+    /// Write `"sandbox": "off"`: run it unconfined, on purpose.
+    #[arg(long, conflicts_with_all = ["read", "write", "net"])]
+    pub no_sandbox: bool,
 }
 
 #[derive(Debug, Args)]

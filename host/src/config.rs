@@ -111,6 +111,40 @@ pub struct ServerSpec {
     /// The command, arguments and URL as written, before `${VAR}` expansion: what is
     /// shown (`mcp get`, `Debug`), since an expanded value may be a secret.
     pub written: Written,
+    /// `"sandbox"`: what a stdio server's process may touch (`mcp::sandbox`).
+    pub sandbox: Sandbox,
+}
+
+/// A stdio entry's `"sandbox"`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Sandbox {
+    /// No `"sandbox"` key: not confined (yet: see README), unless the policy requires it.
+    #[default]
+    Unset,
+    /// `"sandbox": "off"`: not confined, on purpose.
+    Off,
+    /// Confined to this profile.
+    On(SandboxProfile),
+}
+
+/// `"sandbox": {"read": [PATH...], "write": [PATH...], "net": "none" | "all"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxProfile {
+    /// Read (and run) beyond the system's directories, its program and its arguments.
+    pub read: Vec<PathBuf>,
+    /// Read and write, beyond its private temporary directory.
+    pub write: Vec<PathBuf>,
+    pub net: Net,
+}
+
+/// A confined server's network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Net {
+    /// No TCP, no internet, packet or Unix sockets.
+    #[default]
+    None,
+    /// Everything.
+    All,
 }
 
 /// An entry's target as written in its file (`${VAR}` references kept).
@@ -722,6 +756,7 @@ impl ServerSpec {
             protocol: ProtocolChoice::Auto,
             task_deadline: DEFAULT_TASK_DEADLINE,
             written,
+            sandbox: Sandbox::Unset,
         }
     }
 }
@@ -954,7 +989,22 @@ fn parse_server(
             Vec::new()
         },
     };
+    let sandbox = match e.get("sandbox") {
+        None | Some(Value::Null) => Sandbox::Unset,
+        Some(_) if !matches!(transport, Transport::Stdio { .. }) => {
+            return Err(("sandbox", "applies to stdio servers only".into()));
+        }
+        Some(Value::String(s)) if s == "off" => Sandbox::Off,
+        Some(Value::Object(o)) => Sandbox::On(sandbox_profile(o, base, env)?),
+        Some(_) => {
+            return Err((
+                "sandbox",
+                "must be \"off\" or {\"read\": [...], \"write\": [...], \"net\": \"none\" | \"all\"}".into(),
+            ));
+        }
+    };
     Ok(ServerSpec {
+        sandbox,
         written,
         name: name.to_owned(),
         transport,
@@ -992,6 +1042,59 @@ fn parse_server(
                 ));
             }
         },
+    })
+}
+
+/// A `"sandbox"` object: paths with `~/` for the home and `${VAR}` expanded, relative
+/// ones against the config file's directory; `net` as `"none"` (the default) or `"all"`.
+fn sandbox_profile(
+    o: &Map<String, Value>,
+    base: &Path,
+    env: Lookup,
+) -> Result<SandboxProfile, FieldError> {
+    for k in o.keys() {
+        if !matches!(k.as_str(), "read" | "write" | "net") {
+            return Err((
+                "sandbox",
+                format!(
+                    "unknown key {}: use read, write and net",
+                    crate::text::shown(k)
+                ),
+            ));
+        }
+    }
+    let paths = |key: &'static str| -> Result<Vec<PathBuf>, FieldError> {
+        strings(o, key)
+            .map_err(|(_, m)| ("sandbox", format!("{key} {m}")))?
+            .iter()
+            .map(|p| {
+                let p = expand_field(p, "sandbox", env)?;
+                let p = match p.strip_prefix("~/").or((p == "~").then_some("")) {
+                    Some(rest) => env("HOME")
+                        .map(|h| Path::new(&h).join(rest))
+                        .ok_or(("sandbox", "~ needs HOME".to_owned()))?,
+                    None => base.join(p),
+                };
+                Ok(p)
+            })
+            .collect()
+    };
+    let net = match o.get("net") {
+        None | Some(Value::Null) => Net::None,
+        Some(Value::String(s)) if s == "none" => Net::None,
+        Some(Value::String(s)) if s == "all" => Net::All,
+        Some(Value::Array(_)) => {
+            return Err((
+                "sandbox",
+                "net: a list of hosts is not supported yet (it needs a filtering proxy); use \"none\" or \"all\"".into(),
+            ));
+        }
+        Some(_) => return Err(("sandbox", "net must be \"none\" or \"all\"".into())),
+    };
+    Ok(SandboxProfile {
+        read: paths("read")?,
+        write: paths("write")?,
+        net,
     })
 }
 

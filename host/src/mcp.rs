@@ -15,6 +15,7 @@ pub mod http;
 pub mod hygiene;
 pub(crate) mod input;
 pub mod protocol;
+pub mod sandbox;
 pub(crate) mod stdio;
 pub(crate) mod task;
 

@@ -17,6 +17,7 @@ mod mcp_machine;
 mod mcp_real;
 mod mcp_stateless;
 mod mcp_stdio;
+mod sandbox;
 mod search;
 mod search_model;
 mod signals;

@@ -47,6 +47,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         elicitation_defaults: false,
         protocol: Default::default(),
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
+        sandbox: Default::default(),
         written: edgar_host::config::Written {
             target: command.into(),
             args: args.iter().map(|s| s.to_string()).collect(),

@@ -42,8 +42,11 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             headers,
             env,
             scope,
+            sandbox,
             command,
-        } => add(&paths, &name, url, transport, headers, env, &scope, command),
+        } => add(
+            &paths, &name, url, transport, headers, env, &scope, &sandbox, command,
+        ),
         McpCommand::Remove { name, scope } => {
             let file = scope_file(&paths, &scope)?;
             if edit::remove_server(&file, &name)? {
@@ -86,6 +89,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     if let Some(cwd) = cwd {
                         out["cwd"] = json!(cwd);
                     }
+                    out["confinement"] = json!(edgar_host::mcp::client::confinement_line(spec));
                 }
                 Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
                     out["url"] = json!(spec.written.target);
@@ -125,6 +129,12 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     .map(|(s, sign_in)| {
                         let (state, detail) = describe(&s.state);
                         let mut v = json!({"name": s.name, "type": s.kind, "state": state, "detail": detail});
+                        if let Some(spec) = config.server(&s.name)
+                            && matches!(spec.transport, Transport::Stdio { .. })
+                        {
+                            v["confinement"] =
+                                json!(edgar_host::mcp::client::confinement_line(spec));
+                        }
                         if let Some(si) = sign_in {
                             v["sign_in"] = si.json();
                         }
@@ -304,10 +314,11 @@ async fn tools(
             }
         }
     } else {
-        // As a prompt would: the names at hand within the budget, the rest named.
-        let ready = session
-            .tool_names_within(edgar_host::mcp::client::PROMPT_BUDGET)
-            .await;
+        // A person asked for the list: every live server's tools, in one listing, each
+        // server under its own startup deadline (the prompt's 1.5 s budget is for a
+        // harness's first prompt, not a human's question). A server in its failure
+        // cool-down is left alone, so a dead one costs its deadline once.
+        let ready = session.tool_names_within(std::time::Duration::MAX).await;
         names.extend(ready.names.into_iter().map(|n| (n.name, n.server, n.tool)));
         for e in &ready.failures {
             failed = true;
@@ -355,8 +366,13 @@ fn add(
     headers: Vec<String>,
     env: Vec<String>,
     scope: &ScopeArg,
+    sandbox: &crate::cli::SandboxArg,
     command: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
+    let confined = !sandbox.read.is_empty() || !sandbox.write.is_empty() || sandbox.net.is_some();
+    if (confined || sandbox.no_sandbox) && url.is_some() {
+        bail!("--read, --write, --net and --no-sandbox apply to stdio servers (a command)");
+    }
     let entry = match (url, command.split_first()) {
         (Some(url), None) => {
             let mut h = serde_json::Map::new();
@@ -376,7 +392,14 @@ fn add(
                     .with_context(|| format!("--env {kv:?} is not KEY=VALUE"))?;
                 e.insert(k.to_owned(), json!(v));
             }
-            json!({"command": cmd, "args": args, "env": e})
+            let mut entry = json!({"command": cmd, "args": args, "env": e});
+            if sandbox.no_sandbox {
+                entry["sandbox"] = json!("off");
+            } else if confined {
+                entry["sandbox"] = json!({"read": sandbox.read, "write": sandbox.write,
+                                          "net": sandbox.net.as_deref().unwrap_or("none")});
+            }
+            entry
         }
         (None, None) => bail!("give the server's command after `--`, or --url URL"),
         (Some(_), Some(_)) => bail!("give either --url or a command, not both"),

@@ -267,6 +267,12 @@ fn describe_entry(entry: &ProjectEntry, spec: &ServerSpec, out: &mut String) {
                 )
             };
             let _ = writeln!(out, "  inherits:   {inherited}");
+            shown_keys.push("sandbox");
+            let _ = writeln!(
+                out,
+                "  process:    {}",
+                edgar_host::mcp::client::confinement_line(spec)
+            );
         }
         Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
             shown_keys.extend(["url", "headers"]);

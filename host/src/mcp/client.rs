@@ -1276,7 +1276,7 @@ impl SessionInner {
             Err(e) => {
                 let tail = transport.stderr_tail();
                 transport.close().await;
-                return Err(with_tail(e, &tail));
+                return Err(confined_hint(with_tail(e, &tail), spec));
             }
         };
         server.set_quarantined(entry.quarantined.clone());
@@ -1371,11 +1371,22 @@ impl SessionInner {
                     // so); everything else in a private empty directory.
                     cwd: cwd.as_deref().or(spec.project.as_deref()),
                     log,
+                    sandbox: match &spec.sandbox {
+                        crate::config::Sandbox::On(p) => Some(p),
+                        _ => None,
+                    },
                 })
                 .map_err(|reason| McpError::Start {
                     server: spec.name.clone(),
                     reason,
                 })?;
+                // A confined server's start records the profile it runs under.
+                if matches!(spec.sandbox, crate::config::Sandbox::On(_)) {
+                    self.audit(
+                        "start",
+                        json!({"server": spec.name, "confinement": confinement_line(spec)}),
+                    );
+                }
                 Ok((
                     TransportHandle::Stdio(stdio),
                     Connection::start(&spec.name, link, ctx),
@@ -1772,6 +1783,17 @@ struct CallRecord {
 /// Checks guarded tools against the server's pins: the accepted ones, and those held
 /// back. First pins and new quarantines are recorded in the audit trail. A pin store
 /// that cannot be used fails discovery: never offer unchecked tools when pinning is on.
+/// How a stdio server runs, in one line: its confinement, or why it has none.
+pub fn confinement_line(spec: &ServerSpec) -> String {
+    match &spec.sandbox {
+        crate::config::Sandbox::On(p) => crate::mcp::sandbox::describe(p),
+        crate::config::Sandbox::Off => "NOT confined: its entry says \"sandbox\": \"off\"".into(),
+        crate::config::Sandbox::Unset => {
+            "NOT confined: its entry has no \"sandbox\" profile".into()
+        }
+    }
+}
+
 fn pin_tools(
     pins: Option<&PinStore>,
     audit: Option<&AuditLog>,
@@ -1858,6 +1880,33 @@ fn strip_server(e: &McpError, name: &str) -> String {
 }
 
 /// Adds the server's last stderr lines to errors that do not already carry them.
+/// A confined server that failed to start may have been denied what it needed: the error
+/// says how it ran and which keys would allow more.
+fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
+    let crate::config::Sandbox::On(p) = &spec.sandbox else {
+        return e;
+    };
+    let hint = format!(
+        "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": \"all\") or set \"sandbox\": \"off\"",
+        crate::mcp::sandbox::describe(p)
+    );
+    match e {
+        McpError::Start { server, reason } => McpError::Start {
+            server,
+            reason: format!("{reason}{hint}"),
+        },
+        McpError::Closed { server, reason } => McpError::Closed {
+            server,
+            reason: format!("{reason}{hint}"),
+        },
+        McpError::Protocol { server, reason } => McpError::Protocol {
+            server,
+            reason: format!("{reason}{hint}"),
+        },
+        other => other,
+    }
+}
+
 fn with_tail(e: McpError, tail: &str) -> McpError {
     match e {
         McpError::Timeout {

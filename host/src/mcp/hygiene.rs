@@ -78,19 +78,27 @@ pub(crate) fn forget(pid: i32) {
 }
 
 /// Kills and reaps the adopted descendants of servers: children of this process that
-/// edgar did not start as a server and that are not in edgar's own process group
-/// (everything else edgar runs, a key command or a browser opener, stays in it).
+/// edgar did not start as a server, outside edgar's own process group, and in another
+/// session than edgar's (they called `setsid`, as a daemon does). Everything else edgar
+/// or a program embedding it runs (a key command, a browser opener, an embedder's own
+/// helper in a process group of its own) stays in edgar's session and is left alone. A
+/// descendant that only changed its process group (`setpgid`, no `setsid`) is not
+/// recognized: that gap is documented.
 #[cfg(target_os = "linux")]
 pub(crate) fn sweep() {
     use rustix::process::{Pid, Signal, WaitOptions, getpgrp, getpid, kill_process, waitpid};
     let me = getpid().as_raw_nonzero().get();
     let own_group = getpgrp().as_raw_nonzero().get();
+    let Ok(own_session) = rustix::process::getsid(None) else {
+        return;
+    };
+    let own_session = own_session.as_raw_nonzero().get();
     for _ in 0..SWEEP_ROUNDS {
         let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let adopted: Vec<i32> = children_of(me)
             .into_iter()
-            .filter(|(pid, pgid)| *pgid != own_group && !live.contains(pid))
-            .map(|(pid, _)| pid)
+            .filter(|c| c.group != own_group && c.session != own_session && !live.contains(&c.pid))
+            .map(|c| c.pid)
             .collect();
         if adopted.is_empty() {
             return;
@@ -109,9 +117,18 @@ pub(crate) fn sweep() {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn sweep() {}
 
-/// `(pid, process group)` of every process whose parent is `parent`, from `/proc`.
+/// A child process as `/proc` shows it.
 #[cfg(target_os = "linux")]
-fn children_of(parent: i32) -> Vec<(i32, i32)> {
+#[derive(Debug, PartialEq, Eq)]
+struct Child {
+    pid: i32,
+    group: i32,
+    session: i32,
+}
+
+/// Every process whose parent is `parent`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn children_of(parent: i32) -> Vec<Child> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -119,12 +136,17 @@ fn children_of(parent: i32) -> Vec<(i32, i32)> {
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // After the command name, which may hold spaces and parentheses:
-            // state, ppid, pgrp.
+            // state, ppid, pgrp, session.
             let mut rest = stat.rsplit_once(") ")?.1.split(' ');
             let _state = rest.next()?;
             let ppid: i32 = rest.next()?.parse().ok()?;
-            let pgrp: i32 = rest.next()?.parse().ok()?;
-            (ppid == parent).then_some((pid, pgrp))
+            let group: i32 = rest.next()?.parse().ok()?;
+            let session: i32 = rest.next()?.parse().ok()?;
+            (ppid == parent).then_some(Child {
+                pid,
+                group,
+                session,
+            })
         })
         .collect()
 }
@@ -159,9 +181,17 @@ mod tests {
         let found = children_of(me);
         let _ = child.kill();
         let _ = child.wait();
+        let session = rustix::process::getsid(None)
+            .map(|s| s.as_raw_nonzero().get())
+            .unwrap_or_default();
+        // In its own group but edgar's session: an embedder's helper, never swept.
         assert!(
-            found.contains(&(pid, pid)),
-            "{found:?} lacks ({pid}, {pid})"
+            found.contains(&Child {
+                pid,
+                group: pid,
+                session
+            }),
+            "{found:?} lacks {pid}"
         );
     }
 }

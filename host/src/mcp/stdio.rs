@@ -69,18 +69,23 @@ pub(crate) struct Stdio {
     closed: bool,
 }
 
-/// Linux: the kernel sends the server SIGKILL when edgar dies, even by SIGKILL, so a
+/// Between fork and exec (Linux): the kernel is asked to kill the server when edgar dies,
+/// then its confinement, when it has one, is applied (`sandbox::Prepared::apply`).
+///
+/// The kernel sends the server SIGKILL when edgar dies, even by SIGKILL, so a
 /// killed edgar leaves no server behind. (Its own children, in its process group, are not
 /// covered: only `close` or the signal handlers reach the group. The signal follows the
 /// thread that spawned the server, a runtime worker that lives as long as the session.)
 /// Elsewhere (macOS) there is no such signal: a SIGKILLed edgar orphans its servers,
 /// which see end-of-input on stdin.
 #[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut Command) {
+fn before_exec(cmd: &mut Command, mut confinement: Option<super::sandbox::Prepared>) {
     let parent = rustix::process::getpid();
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe calls are allowed: `prctl` and `getppid` are plain system calls
-    // that neither allocate nor take locks.
+    // that neither allocate nor take locks; `Prepared::apply` makes only `prctl`,
+    // `landlock_restrict_self` and `seccomp` calls on rules and filters built before the
+    // fork (it allocates only to report a failure, after which the child exits).
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
@@ -92,13 +97,19 @@ fn die_with_parent(cmd: &mut Command) {
                     "edgar exited while starting the server",
                 ));
             }
+            if let Some(c) = confinement.as_mut() {
+                c.apply()?;
+            }
             Ok(())
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_: &mut Command) {}
+fn before_exec(_: &mut Command, confinement: Option<super::sandbox::Prepared>) {
+    // `sandbox::prepare` refuses off Linux, so there is never one to apply here.
+    debug_assert!(confinement.is_none());
+}
 
 /// The last lines a server wrote to stderr.
 #[derive(Default)]
@@ -145,22 +156,51 @@ pub(crate) struct Spawn<'a> {
     pub cwd: Option<&'a Path>,
     /// Where this session's stderr goes, if anywhere.
     pub log: Option<PathBuf>,
+    /// The confinement of its process, when its entry has one.
+    pub sandbox: Option<&'a crate::config::SandboxProfile>,
 }
 
 impl Stdio {
     /// Spawns the server and returns it with the link for its connection.
     pub(crate) fn spawn(s: Spawn<'_>) -> Result<(Stdio, Link), String> {
         super::hygiene::harden();
-        let workdir = match s.cwd {
-            Some(_) => None,
-            None => Some(
+        // A private directory: its working directory when the entry names none, and a
+        // confined server's only writable temporary directory.
+        let workdir = match (s.cwd, s.sandbox) {
+            (Some(_), None) => None,
+            _ => Some(
                 neutral_dir()
                     .map_err(|e| format!("cannot make a private working directory for it: {e}"))?,
             ),
         };
-        let cwd = match (&workdir, s.cwd) {
-            (Some(dir), _) => dir.path(),
-            (None, Some(cwd)) => cwd,
+        let confinement = match (s.sandbox, &workdir) {
+            (Some(profile), Some(dir)) => {
+                let protected: Vec<PathBuf> = [
+                    crate::paths::config_dir(),
+                    crate::paths::cache_dir(),
+                    crate::trust::state_dir(),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|p| p.canonicalize().unwrap_or(p))
+                .collect();
+                Some(
+                    super::sandbox::prepare(
+                        profile,
+                        s.command,
+                        s.args,
+                        dir.path(),
+                        s.cwd,
+                        &protected,
+                    )
+                    .map_err(|e| format!("it cannot be confined as its entry says: {e}"))?,
+                )
+            }
+            _ => None,
+        };
+        let cwd = match (s.cwd, &workdir) {
+            (Some(cwd), _) => cwd,
+            (None, Some(dir)) => dir.path(),
             (None, None) => return Err("no working directory".into()),
         };
         let mut cmd = Command::new(s.command);
@@ -172,6 +212,11 @@ impl Stdio {
                 }
             }
         }
+        if confinement.is_some()
+            && let Some(dir) = &workdir
+        {
+            cmd.env("TMPDIR", dir.path());
+        }
         cmd.args(s.args)
             .envs(s.env)
             .current_dir(cwd)
@@ -180,7 +225,7 @@ impl Stdio {
             .stderr(Pipe::piped())
             .process_group(0)
             .kill_on_drop(true);
-        die_with_parent(&mut cmd);
+        before_exec(&mut cmd, confinement);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", shown(s.command)))?;

@@ -115,6 +115,10 @@ pub struct Policy {
     pub deny_tools: Vec<String>,
     /// The largest tool result (bytes of JSON) accepted from any server.
     pub max_result_bytes: Option<u64>,
+    /// Stdio servers run only confined: an entry without a `"sandbox"` profile, or with
+    /// `"sandbox": "off"`, does not start.
+    #[serde(default)]
+    pub require_sandbox: bool,
     #[serde(skip)]
     pub file: PathBuf,
 }
@@ -201,6 +205,14 @@ impl Policy {
             && !allow.iter().any(|r| r.matches(spec, Mode::Allow))
         {
             return Some("it matches no allow_servers rule".into());
+        }
+        if self.require_sandbox
+            && matches!(spec.transport, Transport::Stdio { .. })
+            && !matches!(spec.sandbox, crate::config::Sandbox::On(_))
+        {
+            return Some(
+                "require_sandbox (its entry has no \"sandbox\" profile, or says \"off\"; add one such as \"sandbox\": {\"read\": [], \"write\": [], \"net\": \"none\"})".into(),
+            );
         }
         if self.require_https
             && let Transport::Http { url, .. } | Transport::Sse { url, .. } = &spec.transport

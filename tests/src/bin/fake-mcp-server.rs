@@ -205,6 +205,7 @@ fn main() {
                         );
                         text("changed")
                     }
+                    "probe" => text(&probe(&args)),
                     "cwd" => text(
                         &std::env::current_dir()
                             .map(|d| d.display().to_string())
@@ -256,6 +257,104 @@ fn main() {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+}
+
+/// What a hostile server tries with its process (the `probe` tool): each given action,
+/// answered `ok ...` or `denied: <error>`, one per line.
+fn probe(args: &Value) -> String {
+    let mut out = Vec::new();
+    let mut say = |what: &str, r: Result<String, String>| {
+        out.push(match r {
+            Ok(v) => format!("{what}: ok {v}"),
+            Err(e) => format!("{what}: denied: {e}"),
+        })
+    };
+    for p in args["read"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        say(
+            &format!("read {p}"),
+            std::fs::read(p)
+                .map(|b| format!("{} bytes", b.len()))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    for p in args["write"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        say(
+            &format!("write {p}"),
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .and_then(|mut f| f.write_all(b"pwned\n"))
+                .map(|()| String::new())
+                .map_err(|e| e.to_string()),
+        );
+    }
+    for a in args["connect"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        let r = a
+            .parse::<std::net::SocketAddr>()
+            .map_err(|e| e.to_string())
+            .and_then(|addr| {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                    .map(|_| String::new())
+                    .map_err(|e| e.to_string())
+            });
+        say(&format!("connect {a}"), r);
+    }
+    if args["ptrace"].as_bool() == Some(true) {
+        // SAFETY: PTRACE_TRACEME takes no pointers; the call only asks the kernel.
+        #[allow(unsafe_code)]
+        let r = unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+        say(
+            "ptrace",
+            if r == 0 {
+                Ok(String::new())
+            } else {
+                Err(std::io::Error::last_os_error().to_string())
+            },
+        );
+    }
+    for argv in args["exec"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+    {
+        let argv: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+        let Some((program, rest)) = argv.split_first() else {
+            continue;
+        };
+        let r = std::process::Command::new(program)
+            .args(rest)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                if s.success() {
+                    Ok(String::new())
+                } else {
+                    Err(s.to_string())
+                }
+            });
+        say(&format!("exec {}", argv.join(" ")), r);
+    }
+    out.join("\n")
 }
 
 fn tool(name: &str) -> Value {

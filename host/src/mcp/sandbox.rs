@@ -1,0 +1,448 @@
+//! Confining a stdio server's process to what its entry declares (Linux): Landlock for
+//! the filesystem and TCP, seccomp-bpf for the system calls and socket families no MCP
+//! server needs, and `no_new_privs`. Everything is built in edgar before the fork
+//! ([`prepare`]); the forked child only applies it ([`Prepared::apply`]: two system calls
+//! and a `prctl`, nothing that allocates), so it binds the server and everything it
+//! starts.
+//!
+//! Landlock only adds what is allowed, so a denied subtree inside an allowed one (edgar's
+//! own config, state and cache under an allowed `~`) is made by allowing the allowed
+//! directory's other entries instead (`Rules::allow_except`).
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Net, SandboxProfile};
+
+/// The Landlock ABI edgar asks for (Linux 6.10: files, TCP bind and connect, device
+/// ioctls); a kernel without it leaves the server unconfined, which is reported.
+#[cfg(target_os = "linux")]
+const ABI: landlock::ABI = landlock::ABI::V5;
+
+/// System directories every server may read and run programs from (those that exist).
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/opt",
+    "/nix/store",
+    "/snap",
+    "/proc",
+    "/sys",
+    "/dev",
+];
+/// Device files every server may write.
+const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// What a launcher needs beyond the system: its cache, written (relative to the home).
+fn launcher_dirs(program: &str) -> &'static [&'static str] {
+    let name = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    match name {
+        "npx" | "npm" | "node" | "pnpm" | "yarn" | "bun" | "bunx" => &[
+            ".npm",
+            ".cache/node",
+            ".cache/yarn",
+            ".local/share/pnpm",
+            ".bun",
+        ],
+        "uvx" | "uv" => &[".cache/uv", ".local/share/uv"],
+        "pipx" => &[".local/pipx", ".local/share/pipx", ".cache/pipx"],
+        n if n.starts_with("python") => &[".cache/pip"],
+        _ => &[],
+    }
+}
+
+/// One line for a human: how this server runs.
+pub fn describe(profile: &SandboxProfile) -> String {
+    let net = match &profile.net {
+        Net::None => "none".to_owned(),
+        Net::All => "all".to_owned(),
+    };
+    let list = |v: &[PathBuf]| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.iter()
+                .map(|p| crate::text::visible(&p.display().to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    format!(
+        "confined: landlock + seccomp, net: {net}, read: {}, write: {}",
+        list(&profile.read),
+        list(&profile.write)
+    )
+}
+
+/// What a server of this profile may touch, as paths: read (and run), write.
+#[derive(Debug, Default)]
+struct Rules {
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+}
+
+impl Rules {
+    /// Allows `dir` except the `protected` paths under it: the entries of each directory on
+    /// the way to a protected path are allowed one by one, the protected one skipped.
+    fn allow_except(out: &mut Vec<PathBuf>, dir: &Path, protected: &[PathBuf]) {
+        let inside: Vec<&PathBuf> = protected
+            .iter()
+            .filter(|p| p.starts_with(dir) && p.as_path() != dir)
+            .collect();
+        if protected.iter().any(|p| dir.starts_with(p)) {
+            return;
+        }
+        if inside.is_empty() {
+            out.push(dir.to_owned());
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            Rules::allow_except(out, &e.path(), protected);
+        }
+    }
+}
+
+/// A confinement built before the fork, applied in the child.
+pub struct Prepared {
+    #[cfg(target_os = "linux")]
+    ruleset: Option<landlock::RulesetCreated>,
+    #[cfg(target_os = "linux")]
+    filters: Vec<seccompiler::BpfProgram>,
+    /// How it runs, for `list`, errors and the audit trail.
+    pub line: String,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("line", &self.line)
+            .finish()
+    }
+}
+
+/// Builds the confinement of one server: `program` (as it will run), its `args`, its
+/// working and temporary directory `workdir` (written), and its `cwd` (read).
+/// `protected` are edgar's own directories, never readable, whatever the profile says.
+pub fn prepare(
+    profile: &SandboxProfile,
+    program: &str,
+    args: &[String],
+    workdir: &Path,
+    cwd: Option<&Path>,
+    protected: &[PathBuf],
+) -> Result<Prepared, String> {
+    let mut rules = Rules::default();
+    for p in SYSTEM_READ {
+        rules.read.push(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH");
+    if let Some(p) = crate::trust::policy::resolve_program(program, path.as_deref(), cwd) {
+        rules.read.push(p);
+    }
+    for a in args {
+        let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
+        for c in candidates.into_iter().flatten() {
+            let p = match cwd {
+                Some(d) => d.join(c),
+                None => PathBuf::from(c),
+            };
+            if p.is_absolute() && p.exists() {
+                rules.read.push(p);
+            }
+        }
+    }
+    if let Some(d) = cwd {
+        rules.read.push(d.to_owned());
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some(h) = &home {
+        for d in launcher_dirs(program) {
+            let p = h.join(d);
+            if p.exists() {
+                rules.write.push(p);
+            }
+        }
+    }
+    rules.read.extend(profile.read.iter().cloned());
+    rules.write.extend(profile.write.iter().cloned());
+    rules.write.push(workdir.to_owned());
+    // Edgar's own files are never the server's, under an allowed parent included.
+    let expand = |list: &[PathBuf]| {
+        let mut out = Vec::new();
+        for p in list {
+            let p = p.canonicalize().unwrap_or_else(|_| p.clone());
+            Rules::allow_except(&mut out, &p, protected);
+        }
+        out
+    };
+    let read = expand(&rules.read);
+    let write = expand(&rules.write);
+    build(profile, read, write)
+}
+
+#[cfg(target_os = "linux")]
+fn build(
+    profile: &SandboxProfile,
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+) -> Result<Prepared, String> {
+    use landlock::{
+        Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+        RulesetAttr, RulesetCreatedAttr,
+    };
+    let fail = |e: &dyn std::fmt::Display| format!("cannot build its Landlock rules: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI))
+        .map_err(|e| fail(&e))?;
+    if profile.net == Net::None {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI))
+            .map_err(|e| fail(&e))?;
+    }
+    let mut created = ruleset.create().map_err(|e| {
+        format!(
+            "the kernel does not offer Landlock ABI {} ({e}); it cannot be confined",
+            ABI as u32
+        )
+    })?;
+    // Rules on paths that vanished or cannot be opened are skipped: nothing is granted
+    // for them. A file gets the file rights only (Landlock refuses directory rights on it).
+    let all = read
+        .iter()
+        .map(|p| (p.as_path(), AccessFs::from_read(ABI)))
+        .chain(write.iter().map(|p| (p.as_path(), AccessFs::from_all(ABI))))
+        .chain(
+            DEVICE_WRITE
+                .iter()
+                .map(|d| (Path::new(*d), AccessFs::from_all(ABI))),
+        );
+    for (path, access) in all {
+        let Ok(fd) = PathFd::new(path) else {
+            continue;
+        };
+        let is_dir = std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false);
+        let access = if is_dir {
+            access
+        } else {
+            access & AccessFs::from_file(ABI)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| fail(&e))?;
+    }
+    let filters = seccomp(profile.net == Net::None)?;
+    Ok(Prepared {
+        ruleset: Some(created),
+        filters,
+        line: describe(profile),
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn build(
+    _profile: &SandboxProfile,
+    _read: Vec<PathBuf>,
+    _write: Vec<PathBuf>,
+) -> Result<Prepared, String> {
+    Err(
+        "confinement needs Linux (Landlock and seccomp); on this system it cannot be confined"
+            .into(),
+    )
+}
+
+/// The seccomp filters: `clone3` answered `ENOSYS` (so the C library falls back to
+/// `clone`, whose flags a filter can read), then `EPERM` for the system calls no MCP
+/// server needs, `clone`/`unshare` with a namespace flag, and, without network, sockets
+/// of the internet, packet and Unix families (the D-Bus session bus, which reaches the
+/// keyring, is a Unix socket).
+#[cfg(target_os = "linux")]
+fn seccomp(no_network: bool) -> Result<Vec<seccompiler::BpfProgram>, String> {
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    let fail = |e: &dyn std::fmt::Display| format!("cannot build its seccomp filter: {e}");
+    #[cfg(target_arch = "x86_64")]
+    let arch = TargetArch::x86_64;
+    #[cfg(target_arch = "aarch64")]
+    let arch = TargetArch::aarch64;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return Err("seccomp filters are built for x86_64 and aarch64 only".into());
+
+    let compile = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: u32| {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno),
+            arch,
+        )
+        .map_err(|e| fail(&e))?;
+        seccompiler::BpfProgram::try_from(filter).map_err(|e| fail(&e))
+    };
+    let mut enosys = BTreeMap::new();
+    enosys.insert(libc::SYS_clone3, Vec::new());
+    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for call in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_bpf,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_perf_event_open,
+        libc::SYS_setns,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_userfaultfd,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_fanotify_init,
+        libc::SYS_acct,
+        libc::SYS_quotactl,
+        libc::SYS_settimeofday,
+        libc::SYS_clock_settime,
+        libc::SYS_unshare,
+    ] {
+        deny.insert(call, Vec::new());
+    }
+    let namespaces = [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ];
+    let mut clone_rules = Vec::new();
+    for flag in namespaces {
+        let flag = flag as u64;
+        let c = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )
+        .map_err(|e| fail(&e))?;
+        clone_rules.push(SeccompRule::new(vec![c]).map_err(|e| fail(&e))?);
+    }
+    deny.insert(libc::SYS_clone, clone_rules);
+    if no_network {
+        let mut socket_rules = Vec::new();
+        for family in [
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_PACKET,
+            libc::AF_UNIX,
+        ] {
+            let c =
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
+                    .map_err(|e| fail(&e))?;
+            socket_rules.push(SeccompRule::new(vec![c]).map_err(|e| fail(&e))?);
+        }
+        deny.insert(libc::SYS_socket, socket_rules);
+    }
+    Ok(vec![
+        compile(enosys, libc::ENOSYS as u32)?,
+        compile(deny, libc::EPERM as u32)?,
+    ])
+}
+
+impl Prepared {
+    /// Applies the confinement to the calling process: Landlock (which sets
+    /// `no_new_privs`), then the seccomp filters. Called in the forked child before exec:
+    /// it allocates nothing and makes only `prctl`, `landlock_restrict_self` and
+    /// `seccomp` calls.
+    pub fn apply(&mut self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            if let Some(ruleset) = self.ruleset.take() {
+                let status = ruleset
+                    .restrict_self()
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                if status.ruleset == landlock::RulesetStatus::NotEnforced {
+                    return Err(std::io::Error::other("Landlock was not enforced"));
+                }
+            }
+            for f in &self.filters {
+                seccompiler::apply_filter(f).map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowed_parent_never_reaches_a_protected_child() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = d.path();
+        for p in [
+            ".ssh",
+            ".config/edgar",
+            ".config/other",
+            ".local/state/edgar",
+            "work",
+        ] {
+            std::fs::create_dir_all(home.join(p)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let protected = vec![home.join(".config/edgar"), home.join(".local/state/edgar")];
+        let mut out = Vec::new();
+        Rules::allow_except(&mut out, home, &protected);
+        out.sort();
+        assert!(out.contains(&home.join(".ssh")) && out.contains(&home.join("work")));
+        assert!(out.contains(&home.join(".config/other")));
+        for p in &out {
+            assert!(
+                !protected.iter().any(|x| x.starts_with(p)),
+                "{} would grant {}",
+                p.display(),
+                protected[0].display()
+            );
+        }
+        // A protected path itself, or one inside it, is never allowed.
+        let mut out = Vec::new();
+        Rules::allow_except(&mut out, &home.join(".config/edgar/sub"), &protected);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn the_description_names_the_profile() {
+        let p = SandboxProfile {
+            read: vec![PathBuf::from("/data")],
+            write: Vec::new(),
+            net: Net::All,
+        };
+        assert_eq!(
+            describe(&p),
+            "confined: landlock + seccomp, net: all, read: /data, write: -"
+        );
+    }
+}

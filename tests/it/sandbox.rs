@@ -1,0 +1,378 @@
+//! Confinement by the kernel (Landlock and seccomp): a hostile stdio server whose tool
+//! tries to read a user's keys and edgar's credentials, write a shell start-up file,
+//! write outside its declared directory, connect to a loopback port, trace a process and
+//! make a namespace. Each is denied or allowed exactly as its profile says, and the same
+//! server with `"sandbox": "off"` succeeds, so every check can fail.
+
+use std::path::Path;
+
+use edgar_tests::{Run, run, user_config};
+use serde_json::{Value, json};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+
+fn write(path: &Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A home with planted secrets, an allowed and a writable directory, and a `probe` tool.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let h = dir.path();
+        write(
+            &h.join(".ssh/id_rsa"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        );
+        write(
+            &h.join(".aws/credentials"),
+            "[default]\naws_secret_access_key=x\n",
+        );
+        write(&h.join(".bashrc"), "# mine\n");
+        write(
+            &h.join("config/edgar/credentials.json"),
+            "{\"t\": \"secret\"}",
+        );
+        write(&h.join(".local/state/edgar/approvals.json"), "{}");
+        write(&h.join("allowed/notes.txt"), "allowed\n");
+        write(
+            &h.join("allowed/tools.json"),
+            r#"[{"name": "probe", "inputSchema": {"type": "object"}}]"#,
+        );
+        std::fs::create_dir_all(h.join("out")).unwrap_or_else(|e| panic!("{e}"));
+        Home { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The user's config with one server `h` of this `sandbox` value.
+    fn server(&self, sandbox: Value) {
+        user_config(
+            self.path(),
+            json!({"h": {"command": FAKE, "args": ["good"], "sandbox": sandbox,
+                         "env": {"FAKE_TOOLS": self.path().join("allowed/tools.json").display().to_string()}}}),
+        );
+    }
+
+    fn probe(&self, args: Value) -> String {
+        let r = run(
+            EDGAR,
+            self.path(),
+            &["mcp", "call", "h__probe", &args.to_string()],
+            b"",
+        );
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        r.stdout
+    }
+}
+
+/// The probe's line for `what`: `Some(true)` allowed, `Some(false)` denied.
+fn allowed(out: &str, what: &str) -> bool {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{what}: ")))
+        .unwrap_or_else(|| panic!("no line for {what} in:\n{out}"));
+    line.starts_with(&format!("{what}: ok"))
+}
+
+fn listener() -> (std::net::TcpListener, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = l.local_addr().unwrap_or_else(|e| panic!("{e}")).to_string();
+    (l, addr)
+}
+
+#[test]
+fn a_confined_server_touches_only_what_its_profile_declares() {
+    let h = Home::new();
+    let p = |rel: &str| h.path().join(rel).display().to_string();
+    let (_l, addr) = listener();
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outside_file = outside.path().join("dropped").display().to_string();
+    let attempts = json!({
+        "read": [p(".ssh/id_rsa"), p(".aws/credentials"), p("config/edgar/credentials.json"),
+                 p(".local/state/edgar/approvals.json"), p("allowed/notes.txt"), "/etc/hostname"],
+        "write": [p(".bashrc"), p("out/made"), outside_file, p("allowed/notes.txt")],
+        "connect": [addr],
+        "exec": [["unshare", "-U", "true"], ["true"]],
+    });
+    let reads_and_writes = |out: &str, confined: bool| {
+        for secret in [
+            ".ssh/id_rsa",
+            ".aws/credentials",
+            "config/edgar/credentials.json",
+            ".local/state/edgar/approvals.json",
+        ] {
+            assert_eq!(
+                allowed(out, &format!("read {}", p(secret))),
+                !confined,
+                "{secret}:\n{out}"
+            );
+        }
+        assert!(
+            allowed(out, &format!("read {}", p("allowed/notes.txt"))),
+            "{out}"
+        );
+        assert!(allowed(out, "read /etc/hostname"), "{out}");
+        assert!(allowed(out, &format!("write {}", p("out/made"))), "{out}");
+        for denied in [p(".bashrc"), outside_file.clone(), p("allowed/notes.txt")] {
+            assert_eq!(
+                allowed(out, &format!("write {denied}")),
+                !confined,
+                "{denied}:\n{out}"
+            );
+        }
+        assert_eq!(allowed(out, &format!("connect {addr}")), !confined, "{out}");
+        assert_eq!(allowed(out, "exec unshare -U true"), !confined, "{out}");
+        assert!(allowed(out, "exec true"), "{out}");
+    };
+    h.server(json!({"read": ["~/allowed"], "write": ["~/out"], "net": "none"}));
+    reads_and_writes(&h.probe(attempts.clone()), true);
+    assert!(
+        !std::fs::read_to_string(h.path().join(".bashrc"))
+            .unwrap_or_default()
+            .contains("pwned")
+    );
+    // `ptrace` last, on its own: once it succeeds the server is being traced.
+    assert!(!allowed(&h.probe(json!({"ptrace": true})), "ptrace"));
+
+    // Even `"read": ["~"]` never reaches edgar's own files.
+    h.server(json!({"read": ["~"], "write": ["~/out"], "net": "none"}));
+    let out = h.probe(attempts.clone());
+    assert!(
+        allowed(&out, &format!("read {}", p(".ssh/id_rsa"))),
+        "{out}"
+    );
+    assert!(
+        !allowed(
+            &out,
+            &format!("read {}", p("config/edgar/credentials.json"))
+        ),
+        "{out}"
+    );
+    assert!(
+        !allowed(
+            &out,
+            &format!("read {}", p(".local/state/edgar/approvals.json"))
+        ),
+        "{out}"
+    );
+
+    // The same server unconfined: everything it tried works (so the checks above can fail).
+    h.server(json!("off"));
+    reads_and_writes(&h.probe(attempts), false);
+    assert!(allowed(&h.probe(json!({"ptrace": true})), "ptrace"));
+}
+
+#[test]
+fn net_all_reaches_the_network_and_net_none_reaches_nothing() {
+    let h = Home::new();
+    let (_l, addr) = listener();
+    for (net, reach) in [("all", true), ("none", false)] {
+        h.server(json!({"read": ["~/allowed"], "net": net}));
+        let out = h.probe(json!({"connect": [addr]}));
+        assert_eq!(
+            allowed(&out, &format!("connect {addr}")),
+            reach,
+            "net {net}: {out}"
+        );
+    }
+}
+
+#[test]
+fn confinement_is_shown_required_by_policy_and_audited() {
+    let h = Home::new();
+    user_config(
+        h.path(),
+        json!({
+            "boxed": {"command": FAKE, "args": ["good"], "sandbox": {"read": ["~/allowed"], "net": "none"}},
+            "open": {"command": FAKE, "args": ["good"], "sandbox": "off"},
+            "plain": {"command": FAKE, "args": ["good"]},
+        }),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "get", "boxed"], b"");
+    let v: Value = r.json();
+    let line = v["confinement"].as_str().unwrap_or_default();
+    assert!(
+        line.starts_with("confined: landlock + seccomp, net: none"),
+        "{v}"
+    );
+    assert!(line.contains("allowed"), "{v}");
+    let r = run(EDGAR, h.path(), &["mcp", "list", "--json"], b"");
+    let list: Value = r.json();
+    let conf = |name: &str| {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == name)
+            .map(|s| s["confinement"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(conf("open").starts_with("NOT confined"), "{list}");
+    assert!(conf("plain").starts_with("NOT confined"), "{list}");
+    // Started: the audit trail records how.
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "boxed__echo", r#"{"text": "x"}"#],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let audit = std::fs::read_to_string(h.path().join(".local/state/edgar/audit.jsonl"))
+        .unwrap_or_default();
+    assert!(
+        audit.contains("\"event\":\"start\"") && audit.contains("confined: landlock + seccomp"),
+        "{audit}"
+    );
+    // The policy requires it: the unconfined ones do not start, and say which rule.
+    let policy = h.path().join("policy.json");
+    write(&policy, r#"{"require_sandbox": true}"#);
+    let with_policy = |args: &[&str]| -> Run {
+        let mut a = vec![
+            format!("EDGAR_POLICY={}", policy.display()),
+            EDGAR.to_owned(),
+        ];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run("env", h.path(), &a, b"")
+    };
+    for name in ["open", "plain"] {
+        let r = with_policy(&["mcp", "call", &format!("{name}__echo"), r#"{"text": "x"}"#]);
+        assert_eq!(r.code, Some(1), "{name}: {}", r.stdout);
+        assert!(r.stderr.contains("require_sandbox"), "{name}: {}", r.stderr);
+    }
+    let r = with_policy(&["mcp", "call", "boxed__echo", r#"{"text": "x"}"#]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
+fn a_profile_that_cannot_be_read_is_a_clear_error() {
+    let h = Home::new();
+    for (sandbox, want) in [
+        (json!({"net": ["api.example.com:443"]}), "not supported yet"),
+        (json!({"reed": ["~"]}), "unknown key"),
+        (json!({"net": "some"}), "\"none\" or \"all\""),
+        (json!("on"), "must be \"off\""),
+    ] {
+        h.server(sandbox.clone());
+        let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+        assert_eq!(r.code, Some(1), "{sandbox}: {}", r.stdout);
+        assert!(r.stderr.contains(want), "{sandbox}: {}", r.stderr);
+    }
+}
+
+/// The real servers the suite installs, each under the profile the README gives for its
+/// kind: read the package's install tree, nothing else of the home, no network.
+#[test]
+fn real_servers_run_confined_with_the_readmes_profiles() {
+    let h = Home::new();
+    let deps = edgar_tests::test_deps();
+    let node_modules = deps.join("npm/node_modules").display().to_string();
+    let venv = deps.join("py").display().to_string();
+    let python = edgar_tests::installed("py/bin/python");
+    let base_prefix = std::process::Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let root = h.path().join("allowed").display().to_string();
+    let npm_bin = |b: &str| {
+        edgar_tests::installed(&format!("npm/node_modules/.bin/{b}"))
+            .display()
+            .to_string()
+    };
+    user_config(
+        h.path(),
+        json!({
+            "everything": {"command": npm_bin("mcp-server-everything"), "args": ["stdio"],
+                           "startup_timeout_sec": 60,
+                           "sandbox": {"read": [node_modules], "net": "none"}},
+            "fs": {"command": npm_bin("mcp-server-filesystem"), "args": [root],
+                   "startup_timeout_sec": 60,
+                   "sandbox": {"read": [node_modules], "net": "none"}},
+            "py": {"command": python.display().to_string(),
+                   "args": [edgar_tests::fixture("python_server.py").display().to_string()],
+                   "startup_timeout_sec": 60,
+                   "sandbox": {"read": [venv, base_prefix], "net": "none"}},
+            "workspace": {"command": EDGAR, "args": ["mcp", "example-server", "--root", root],
+                          "sandbox": {"net": "none"}},
+        }),
+    );
+    let call = |name: &str, args: Value| {
+        let r = run(
+            EDGAR,
+            h.path(),
+            &["mcp", "call", name, &args.to_string()],
+            b"",
+        );
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        r.stdout
+    };
+    assert!(call("everything__echo", json!({"message": "hi"})).contains("Echo: hi"));
+    let note = h.path().join("allowed/notes.txt").display().to_string();
+    assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
+    assert!(call("py__add", json!({"a": 20, "b": 22})).contains("42"));
+    assert!(
+        call("workspace__search_text", json!({"query": "allowed"})).contains("notes.txt"),
+        "the embedded default reads its root confined"
+    );
+}
+
+#[test]
+fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
+    let h = Home::new();
+    let add = |args: &[&str]| {
+        let mut a = vec!["mcp", "add"];
+        a.extend_from_slice(args);
+        let r = run(EDGAR, h.path(), &a, b"");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+    };
+    add(&[
+        "boxed",
+        "--read",
+        "~/allowed",
+        "--write",
+        "~/out",
+        "--",
+        FAKE,
+        "good",
+    ]);
+    add(&["open", "--no-sandbox", "--", FAKE, "good"]);
+    let get = |name: &str| run(EDGAR, h.path(), &["mcp", "get", name], b"").json();
+    let boxed = get("boxed");
+    let line = boxed["confinement"].as_str().unwrap_or_default();
+    assert!(
+        line.contains("net: none") && line.contains("allowed") && line.contains("out"),
+        "{boxed}"
+    );
+    assert!(
+        get("open")["confinement"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"off\"")
+    );
+    // A server denied what it needs: the error says it ran confined and what would allow it.
+    user_config(
+        h.path(),
+        json!({"needy": {"command": "sh", "args": ["-c", "cat ~/.ssh/id_rsa >&2; exit 3"],
+                         "sandbox": {"net": "none"}}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "needy"], b"");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stderr.contains("Permission denied"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("it runs confined: landlock + seccomp"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("\"sandbox\""), "{}", r.stderr);
+}
