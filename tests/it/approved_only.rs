@@ -476,3 +476,20 @@ fn relative_directory_variables_are_ignored_so_a_repository_cannot_be_its_users_
         r.stdout
     );
 }
+
+#[test]
+fn a_server_that_relied_on_the_users_directory_is_told_how_to_run_again() {
+    let h = home();
+    write(&h.path().join("server.py"), "import sys\n");
+    user_config(
+        h.path(),
+        json!({"local": {"command": python(), "args": ["server.py"]}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "local"], b"");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("private empty directory") && r.stderr.contains("\"cwd\""),
+        "{}",
+        r.stderr
+    );
+}

@@ -7,7 +7,7 @@
 //! discovery fails stays failed for the session and every call to it says why at once.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -1276,7 +1276,8 @@ impl SessionInner {
             Err(e) => {
                 let tail = transport.stderr_tail();
                 transport.close().await;
-                return Err(confined_hint(with_tail(e, &tail), spec));
+                let e = confined_hint(with_tail(e, &tail), spec);
+                return Err(workdir_hint(e, spec, &self.opts.cwd));
             }
         };
         server.set_quarantined(entry.quarantined.clone());
@@ -1880,16 +1881,8 @@ fn strip_server(e: &McpError, name: &str) -> String {
 }
 
 /// Adds the server's last stderr lines to errors that do not already carry them.
-/// A confined server that failed to start may have been denied what it needed: the error
-/// says how it ran and which keys would allow more.
-fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
-    let crate::config::Sandbox::On(p) = &spec.sandbox else {
-        return e;
-    };
-    let hint = format!(
-        "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": \"all\") or set \"sandbox\": \"off\"",
-        crate::mcp::sandbox::describe(p)
-    );
+/// A start failure's reason with `hint` appended (other errors as they are).
+fn explained(e: McpError, hint: &str) -> McpError {
     match e {
         McpError::Start { server, reason } => McpError::Start {
             server,
@@ -1905,6 +1898,50 @@ fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
         },
         other => other,
     }
+}
+
+/// A server without `cwd` that names a relative path which exists where edgar runs
+/// (`node server.js`) failed because it runs in a private empty directory: the error says
+/// so and how to fix it, instead of leaving the user to guess.
+fn workdir_hint(e: McpError, spec: &ServerSpec, session_dir: &Path) -> McpError {
+    let Transport::Stdio {
+        command,
+        args,
+        cwd: None,
+        ..
+    } = &spec.transport
+    else {
+        return e;
+    };
+    if spec.project.is_some() {
+        return e;
+    }
+    let relative = std::iter::once(command).chain(args).find(|a| {
+        let p = Path::new(a.as_str());
+        p.is_relative() && !a.starts_with('-') && session_dir.join(p).exists()
+    });
+    let Some(found) = relative else {
+        return e;
+    };
+    let hint = format!(
+        "; it runs in a private empty directory, not in {} (where {} is): give it \"cwd\" in its entry, or an absolute path",
+        shown(&session_dir.display().to_string()),
+        shown(found)
+    );
+    explained(e, &hint)
+}
+
+/// A confined server that failed to start may have been denied what it needed: the error
+/// says how it ran and which keys would allow more.
+fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
+    let crate::config::Sandbox::On(p) = &spec.sandbox else {
+        return e;
+    };
+    let hint = format!(
+        "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": \"all\") or set \"sandbox\": \"off\"",
+        crate::mcp::sandbox::describe(p)
+    );
+    explained(e, &hint)
 }
 
 fn with_tail(e: McpError, tail: &str) -> McpError {
