@@ -376,3 +376,53 @@ fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
     );
     assert!(r.stderr.contains("\"sandbox\""), "{}", r.stderr);
 }
+
+#[test]
+fn the_policy_caps_what_a_profile_may_grant() {
+    let h = Home::new();
+    let policy = h.path().join("policy.json");
+    write(
+        &policy,
+        r#"{"sandbox_limits": {"write_within": ["~/out"], "net": "none"}}"#,
+    );
+    user_config(
+        h.path(),
+        json!({
+            "fine": {"command": FAKE, "args": ["good"], "sandbox": {"write": ["~/out/cache"]}},
+            "home": {"command": FAKE, "args": ["good"], "sandbox": {"write": ["~"]}},
+            "climb": {"command": FAKE, "args": ["good"], "sandbox": {"write": ["~/out/../.ssh"]}},
+            "online": {"command": FAKE, "args": ["good"], "sandbox": {"net": "all"}},
+        }),
+    );
+    let r = run(
+        "env",
+        h.path(),
+        &[
+            &format!("EDGAR_POLICY={}", policy.display()),
+            EDGAR,
+            "mcp",
+            "list",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v: Value = r.json();
+    let state = |name: &str| {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == name)
+            .map(|s| format!("{} {}", s["state"], s["detail"]))
+            .unwrap_or_default()
+    };
+    assert!(!state("fine").contains("blocked"), "{v}");
+    for (name, rule) in [
+        ("home", "write_within"),
+        ("climb", "write_within"),
+        ("online", "sandbox_limits.net"),
+    ] {
+        let s = state(name);
+        assert!(s.contains("blocked") && s.contains(rule), "{name}: {s}");
+    }
+}

@@ -119,8 +119,63 @@ pub struct Policy {
     /// `"sandbox": "off"`, does not start.
     #[serde(default)]
     pub require_sandbox: bool,
+    /// What a `"sandbox"` profile may grant at most.
+    pub sandbox_limits: Option<SandboxLimits>,
     #[serde(skip)]
     pub file: PathBuf,
+}
+
+/// The most a server's `"sandbox"` profile may grant: `write` paths only inside
+/// `write_within` (`~/` is the user's home), and no network beyond `net`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxLimits {
+    pub write_within: Option<Vec<String>>,
+    pub net: Option<NetLimit>,
+}
+
+/// The most network a profile may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetLimit {
+    None,
+    All,
+}
+
+impl SandboxLimits {
+    /// The limit a profile exceeds, if any.
+    fn exceeded(&self, profile: &crate::config::SandboxProfile) -> Option<String> {
+        if self.net == Some(NetLimit::None) && profile.net == crate::config::Net::All {
+            return Some("sandbox_limits.net (the profile says \"net\": \"all\")".into());
+        }
+        if let Some(within) = &self.write_within {
+            let home = crate::paths::absolute_var("HOME").map(PathBuf::from);
+            let roots: Vec<PathBuf> = within
+                .iter()
+                .filter_map(
+                    |w| match w.strip_prefix("~/").or((w == "~").then_some("")) {
+                        Some(rest) => home.as_ref().map(|h| h.join(rest)),
+                        None => Some(PathBuf::from(w)),
+                    },
+                )
+                .map(|p| p.canonicalize().unwrap_or(p))
+                .collect();
+            for w in &profile.write {
+                // Compared without `..` and links, so a path cannot climb out lexically.
+                let real = w.canonicalize().unwrap_or_else(|_| w.clone());
+                let climbs = real
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir));
+                if climbs || !roots.iter().any(|r| real.starts_with(r)) {
+                    return Some(format!(
+                        "sandbox_limits.write_within (the profile writes {})",
+                        crate::text::shown(&w.display().to_string())
+                    ));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// The part of the policy that applies to one server's tools and results, kept with its
@@ -213,6 +268,12 @@ impl Policy {
             return Some(
                 "require_sandbox (its entry has no \"sandbox\" profile, or says \"off\"; add one such as \"sandbox\": {\"read\": [], \"write\": [], \"net\": \"none\"})".into(),
             );
+        }
+        if let (Some(limits), crate::config::Sandbox::On(profile)) =
+            (&self.sandbox_limits, &spec.sandbox)
+            && let Some(rule) = limits.exceeded(profile)
+        {
+            return Some(rule);
         }
         if self.require_https
             && let Transport::Http { url, .. } | Transport::Sse { url, .. } = &spec.transport
