@@ -382,16 +382,10 @@ fn short(digest: &str) -> String {
 
 /// The `${VAR}` names a template uses.
 fn variables(template: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = template;
-    while let Some(i) = rest.find("${") {
-        let after = &rest[i + 2..];
-        let Some(end) = after.find('}') else { break };
-        let name = after[..end].split(":-").next().unwrap_or_default();
-        out.push(escaped(name));
-        rest = &after[end + 1..];
-    }
-    out
+    edgar_host::config::project::variable_names(template)
+        .iter()
+        .map(|n| escaped(n))
+        .collect()
 }
 
 /// Control and invisible characters made visible, nothing cut: a prompt must show all

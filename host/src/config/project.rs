@@ -172,19 +172,8 @@ pub fn refusal(entry: &Map<String, Value>) -> Option<(String, String)> {
                 return refuse("oauth", &format!("{key}: {why}"));
             }
         }
-        for (key, v) in o {
-            if key != "client_secret"
-                && let Some(s) = v.as_str()
-                && has_variable(s)
-            {
-                return refuse(
-                    "oauth",
-                    &format!(
-                        "{}: a project entry may not use ${{VAR}} here; write the value itself",
-                        crate::text::shown(key)
-                    ),
-                );
-            }
+        if let Some(why) = variable_outside_secret(o, "") {
+            return refuse("oauth", &why);
         }
         if let Some(Value::Object(i)) = o.get("identity") {
             if i.get("id_token_command").is_some_and(|v| !v.is_null()) {
@@ -193,19 +182,8 @@ pub fn refusal(entry: &Map<String, Value>) -> Option<(String, String)> {
                     "identity.id_token_command: a project entry may not name a command for edgar to run (put the identity provider in your own config)",
                 );
             }
-            for (key, v) in i {
-                if key != "client_secret"
-                    && let Some(s) = v.as_str()
-                    && has_variable(s)
-                {
-                    return refuse(
-                        "oauth",
-                        &format!(
-                            "identity.{}: a project entry may not use ${{VAR}} here; write the value itself",
-                            crate::text::shown(key)
-                        ),
-                    );
-                }
+            if let Some(why) = variable_outside_secret(i, "identity.") {
+                return refuse("oauth", &why);
             }
         }
     }
@@ -283,6 +261,18 @@ pub fn variables(
         }
     }
     out
+}
+
+/// A sign-in field other than `client_secret` that takes a `${VAR}`: why it is refused.
+fn variable_outside_secret(fields: &Map<String, Value>, prefix: &str) -> Option<String> {
+    fields.iter().find_map(|(key, v)| {
+        (key != "client_secret" && v.as_str().is_some_and(has_variable)).then(|| {
+            format!(
+                "{prefix}{}: a project entry may not use ${{VAR}} here; write the value itself",
+                crate::text::shown(key)
+            )
+        })
+    })
 }
 
 /// Every URL an entry names for sign-in, with its field.
