@@ -293,20 +293,20 @@ pub fn endpoints(entry: &Map<String, Value>) -> Vec<(String, &str)> {
     out
 }
 
-/// Most bytes of project code hashed for one entry, and most files of a directory it
-/// names: what is over is named in the digest as "over the limit", so it cannot change
-/// unseen either way, but its changes are not detected.
-const MAX_CODE_BYTES: u64 = 64 << 20;
-const MAX_CODE_FILES: usize = 2_000;
+/// Most bytes of project code hashed for one entry: this runs at every command's config
+/// load, so it stays small. A file over it is named "not hashed" in the prompt and the
+/// digest, so it is shown, but its changes are not detected.
+const MAX_CODE_BYTES: u64 = 16 << 20;
 
-/// A file or directory of the project that an entry runs: its program, or an argument
-/// naming a path inside the project. Its sha256 is part of what an approval covers.
+/// A file of the project that an entry runs: its program, or an argument naming a file
+/// (or a directory) inside the project. A file's sha256 is part of what an approval
+/// covers; a directory is named, not hashed (walking it at every command would make
+/// start-up grow with the project).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeFile {
     /// Relative to the project directory.
     pub path: String,
-    /// sha256 of the file's bytes (of a directory: of its files' paths and digests), or
-    /// why it could not be read.
+    /// sha256 of the file's bytes, or why it was not hashed.
     pub sha256: Result<String, String>,
 }
 
@@ -352,7 +352,7 @@ pub fn code_files(project: &Path, entry: &Map<String, Value>) -> Vec<CodeFile> {
             continue;
         }
         let sha256 = if meta.is_dir() {
-            hash_dir(&p, &mut budget)
+            Err("a directory: named, its files not hashed (name the file the server runs to bind it)".into())
         } else if meta.is_file() {
             hash_file(&p, &mut budget)
         } else if meta.file_type().is_symlink() {
@@ -418,50 +418,6 @@ fn hash_file(p: &Path, budget: &mut u64) -> Result<String, String> {
         .ok_or("it does not exist")?;
     *budget -= bytes.len() as u64;
     Ok(crate::trust::sha256_hex(&bytes))
-}
-
-/// A directory's digest: its files' relative paths and digests, in order, without
-/// following links (a link is hashed as its target's text).
-fn hash_dir(root: &Path, budget: &mut u64) -> Result<String, String> {
-    let mut listing = String::new();
-    let mut stack = vec![root.to_owned()];
-    let mut files = 0usize;
-    while let Some(dir) = stack.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .map_err(|e| e.to_string())?
-            .filter_map(Result::ok)
-            .collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            // Version control's own files run nothing and change with every commit.
-            if e.file_name() == ".git" {
-                continue;
-            }
-            files += 1;
-            if files > MAX_CODE_FILES {
-                return Err(format!("over {MAX_CODE_FILES} files, not hashed"));
-            }
-            let path = e.path();
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir() {
-                listing.push_str(&format!("d {rel}\n"));
-                stack.push(path);
-            } else if kind.is_symlink() {
-                let target = std::fs::read_link(&path).unwrap_or_default();
-                listing.push_str(&format!("l {rel} {}\n", target.display()));
-            } else if kind.is_file() {
-                let sha = hash_file(&path, budget)
-                    .map_err(|e| format!("{rel}: {e} (over the {MAX_CODE_BYTES}-byte limit?)"))?;
-                listing.push_str(&format!("f {rel} {sha}\n"));
-            }
-        }
-    }
-    Ok(crate::trust::sha256_hex(listing.as_bytes()))
 }
 
 #[cfg(test)]
