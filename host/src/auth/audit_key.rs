@@ -11,8 +11,10 @@ use crate::trust::audit::{AuditKey, KeySource};
 
 /// The store entry that holds the key (hex).
 pub const ENTRY: &str = "audit-chain-key";
-/// Longest the store may take to answer; then the trail is written unkeyed (said once).
-const WAIT: Duration = Duration::from_secs(5);
+/// Longest the store may take to answer (a locked keyring waiting for a prompt would
+/// otherwise hold every command); then the trail is written unkeyed, or, if it is keyed
+/// already, not continued (the command says so).
+const WAIT: Duration = Duration::from_secs(2);
 
 /// A key source over `store`: the stored key, or (when `create`) a new random one,
 /// stored first. `None` when the store cannot be reached or holds something else.
