@@ -1038,3 +1038,40 @@ fn quarantine_policy_and_sign_in_hold_through_the_gateway() {
         audit.stdout
     );
 }
+
+#[test]
+fn the_gateway_confines_the_servers_it_starts_as_the_cli_does() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let secret = home.path().join(".ssh/id_rsa");
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&secret, "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = home.path().join("allowed/tools.json");
+    std::fs::create_dir_all(home.path().join("allowed")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &tools,
+        r#"[{"name": "probe", "description": "Probe the process's limits.", "inputSchema": {"type": "object"}}]"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (sandbox, denied) in [
+        (json!({"read": ["~/allowed"]}), true),
+        (json!("off"), false),
+    ] {
+        user_config(
+            home.path(),
+            json!({"h": {"command": FAKE, "args": ["good"], "sandbox": sandbox,
+                         "env": {"FAKE_TOOLS": tools.display().to_string()}}}),
+        );
+        let mut d = Driver::start(home.path(), &[]);
+        let (found, _) = d.call(1, "tool_search", json!({"query": "h__probe"}));
+        assert!(found.contains("h__probe"), "{found}");
+        let (text, is_error) = d.call(
+            2,
+            "h__probe",
+            json!({"read": [secret.display().to_string()]}),
+        );
+        assert!(!is_error, "{text}");
+        assert_eq!(text.contains("denied"), denied, "{sandbox}: {text}");
+        assert_eq!(d.finish(), Some(0));
+    }
+}
