@@ -37,10 +37,12 @@ pub fn audit_log(dir: &std::path::Path) -> AuditLog {
     }
 }
 
-/// Records an event in the audit trail when there is a state directory.
+/// Records an event in the audit trail when there is a state directory. One log per
+/// process, so its key is read from the credential store once, however many events.
 pub fn audit(event: &str, fields: Value) {
-    if let Some(dir) = state_dir() {
-        audit_log(&dir).note(event, fields);
+    static LOG: std::sync::OnceLock<Option<AuditLog>> = std::sync::OnceLock::new();
+    if let Some(log) = LOG.get_or_init(|| state_dir().map(|d| audit_log(&d))) {
+        log.note(event, fields);
     }
 }
 

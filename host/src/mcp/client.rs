@@ -1781,9 +1781,6 @@ struct CallRecord {
     result_bytes: u64,
 }
 
-/// Checks guarded tools against the server's pins: the accepted ones, and those held
-/// back. First pins and new quarantines are recorded in the audit trail. A pin store
-/// that cannot be used fails discovery: never offer unchecked tools when pinning is on.
 /// How a stdio server runs, in one line: its confinement, or why it has none.
 pub fn confinement_line(spec: &ServerSpec) -> String {
     match &spec.sandbox {
@@ -1795,6 +1792,9 @@ pub fn confinement_line(spec: &ServerSpec) -> String {
     }
 }
 
+/// Checks guarded tools against the server's pins: the accepted ones, and those held
+/// back. First pins and new quarantines are recorded in the audit trail. A pin store
+/// that cannot be used fails discovery: never offer unchecked tools when pinning is on.
 fn pin_tools(
     pins: Option<&PinStore>,
     audit: Option<&AuditLog>,
@@ -1880,7 +1880,6 @@ fn strip_server(e: &McpError, name: &str) -> String {
         .unwrap_or(text)
 }
 
-/// Adds the server's last stderr lines to errors that do not already carry them.
 /// A start failure's reason with `hint` appended (other errors as they are).
 fn explained(e: McpError, hint: &str) -> McpError {
     match e {
@@ -1944,6 +1943,7 @@ fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
     explained(e, &hint)
 }
 
+/// Adds the server's last stderr lines to errors that do not already carry them.
 fn with_tail(e: McpError, tail: &str) -> McpError {
     match e {
         McpError::Timeout {

@@ -5,7 +5,8 @@
 //!   attach to it with `ptrace` (the kernel then checks `CAP_SYS_PTRACE`, which a user's
 //!   process does not have);
 //! - edgar becomes a child subreaper (Linux), so a server's descendant that leaves its
-//!   process group (`setsid`, a double fork) is adopted by edgar instead of by init, and
+//!   process group and session (`setsid`, a daemon's double fork) is adopted by edgar
+//!   instead of by init, and
 //!   `sweep` ends it once no server runs any more.
 //!
 //! Elsewhere (macOS) neither exists: there, only the process group is reached at close.
@@ -57,9 +58,9 @@ pub(crate) fn started(pid: i32) {
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).insert(pid);
 }
 
-/// A server was reaped. When it was the last, every process edgar adopted that is not in
-/// edgar's own process group (a server's descendant that escaped its group) is killed
-/// and reaped.
+/// A server was reaped. When it was the last, every process edgar adopted that left
+/// edgar's process group and session (a server's descendant that escaped) is killed and
+/// reaped (`sweep`).
 pub(crate) fn ended(pid: i32) {
     let last = {
         let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());

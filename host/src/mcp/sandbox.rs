@@ -118,24 +118,22 @@ pub struct Prepared {
     ruleset: Option<landlock::RulesetCreated>,
     #[cfg(target_os = "linux")]
     filters: Vec<seccompiler::BpfProgram>,
-    /// How it runs, for `list`, errors and the audit trail.
-    pub line: String,
 }
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("line", &self.line)
-            .finish()
+        f.debug_struct("Prepared").finish_non_exhaustive()
     }
 }
 
-/// Builds the confinement of one server: `program` (as it will run), its `args`, its
-/// working and temporary directory `workdir` (written), and its `cwd` (read).
+/// Builds the confinement of one server: `program` (found through `path`, the `PATH` it
+/// runs with, as exec will find it), its `args`, its working and temporary directory
+/// `workdir` (written), and its `cwd` (read).
 /// `protected` are edgar's own directories, never readable, whatever the profile says.
 pub fn prepare(
     profile: &SandboxProfile,
     program: &str,
+    path: Option<&std::ffi::OsStr>,
     args: &[String],
     workdir: &Path,
     cwd: Option<&Path>,
@@ -145,8 +143,7 @@ pub fn prepare(
     for p in SYSTEM_READ {
         rules.read.push(PathBuf::from(p));
     }
-    let path = std::env::var_os("PATH");
-    if let Some(p) = crate::trust::policy::resolve_program(program, path.as_deref(), cwd) {
+    if let Some(p) = crate::trust::policy::resolve_program(program, path, cwd) {
         rules.read.push(p);
     }
     for a in args {
@@ -245,7 +242,6 @@ fn build(
     Ok(Prepared {
         ruleset: Some(created),
         filters,
-        line: describe(profile),
     })
 }
 

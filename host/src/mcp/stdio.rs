@@ -188,6 +188,11 @@ impl Stdio {
                     super::sandbox::prepare(
                         profile,
                         s.command,
+                        // The PATH the server gets: its entry's, else edgar's.
+                        s.env
+                            .get("PATH")
+                            .map(std::ffi::OsStr::new)
+                            .or(std::env::var_os("PATH").as_deref()),
                         s.args,
                         dir.path(),
                         s.cwd,
