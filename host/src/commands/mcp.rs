@@ -287,7 +287,6 @@ async fn tools(
     };
     let mut names = Vec::new();
     let mut failed = false;
-    let mut pending = Vec::new();
     if name.is_some() || refresh {
         // Every server at once (each under its own deadline), with progress on a terminal.
         let results = super::progress::each(&targets, |t| async move {
@@ -324,13 +323,8 @@ async fn tools(
             failed = true;
             eprintln!("edgar: {e}");
         }
-        if !ready.pending.is_empty() {
-            eprintln!(
-                "edgar: still starting: {}; edgar waits for them after listing the rest, so the next command has their tools",
-                ready.pending.join(", ")
-            );
-        }
-        pending = ready.pending;
+        // With no budget nothing is left pending: every server answered or failed.
+        debug_assert!(ready.pending.is_empty());
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
@@ -346,10 +340,6 @@ async fn tools(
         }
     }
     out.flush()?;
-    drop(out);
-    // The listing is out; servers still starting finish (or fail) now, so their tools,
-    // or their failure, are remembered for the next command.
-    session.settle(&pending).await;
     Ok(if failed {
         ExitCode::FAILURE
     } else {
