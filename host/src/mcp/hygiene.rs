@@ -87,13 +87,15 @@ pub(crate) fn forget(pid: i32) {
 /// recognized: that gap is documented.
 #[cfg(target_os = "linux")]
 pub(crate) fn sweep() {
-    use rustix::process::{Pid, Signal, WaitOptions, getpgrp, getpid, kill_process, waitpid};
+    use rustix::process::{Pid, Signal, WaitOptions, getpid, kill_process, waitpid};
     let me = getpid().as_raw_nonzero().get();
-    let own_group = getpgrp().as_raw_nonzero().get();
-    let Ok(own_session) = rustix::process::getsid(None) else {
+    // From /proc, not getsid/getpgrp: in a container whose session or group leader is
+    // outside this pid namespace those ids read as 0, which the syscall wrappers cannot
+    // represent.
+    let Some(own) = stat_of("self") else {
         return;
     };
-    let own_session = own_session.as_raw_nonzero().get();
+    let (own_group, own_session) = (own.group, own.session);
     for _ in 0..SWEEP_ROUNDS {
         let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let adopted: Vec<i32> = children_of(me)
@@ -135,21 +137,37 @@ fn children_of(parent: i32) -> Vec<Child> {
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // After the command name, which may hold spaces and parentheses:
-            // state, ppid, pgrp, session.
-            let mut rest = stat.rsplit_once(") ")?.1.split(' ');
-            let _state = rest.next()?;
-            let ppid: i32 = rest.next()?.parse().ok()?;
-            let group: i32 = rest.next()?.parse().ok()?;
-            let session: i32 = rest.next()?.parse().ok()?;
-            (ppid == parent).then_some(Child {
+            let stat = stat_of(&pid.to_string())?;
+            (stat.parent == parent).then_some(Child {
                 pid,
-                group,
-                session,
+                group: stat.group,
+                session: stat.session,
             })
         })
         .collect()
+}
+
+/// The ids `/proc/<pid>/stat` holds for a process (`pid` may be `self`). Ids of processes
+/// outside this pid namespace read as 0.
+#[cfg(target_os = "linux")]
+struct Stat {
+    parent: i32,
+    group: i32,
+    session: i32,
+}
+
+#[cfg(target_os = "linux")]
+fn stat_of(pid: &str) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses: state, ppid, pgrp,
+    // session.
+    let mut rest = stat.rsplit_once(") ")?.1.split(' ');
+    let _state = rest.next()?;
+    Some(Stat {
+        parent: rest.next()?.parse().ok()?,
+        group: rest.next()?.parse().ok()?,
+        session: rest.next()?.parse().ok()?,
+    })
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -182,9 +200,9 @@ mod tests {
         let found = children_of(me);
         let _ = child.kill();
         let _ = child.wait();
-        let session = rustix::process::getsid(None)
-            .map(|s| s.as_raw_nonzero().get())
-            .unwrap_or_default();
+        // Read as `sweep` reads it: in a container the session leader may be outside this
+        // pid namespace, and the session then reads as 0.
+        let session = stat_of("self").map(|s| s.session).unwrap_or(-1);
         // In its own group but edgar's session: an embedder's helper, never swept.
         assert!(
             found.contains(&Child {
