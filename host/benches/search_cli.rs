@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use edgar_host::config::{Config, ConfigPaths};
+use edgar_host::config::ConfigPaths;
 use edgar_host::guard::{AdapterSource, BUILTIN_DIGEST, Guard};
 use edgar_host::mcp::cache::{Entry, ToolCache};
 
@@ -112,7 +112,7 @@ fn setup() -> tempfile::TempDir {
         state: Some(home.path().join(".local/state/edgar")),
         policy: None,
     };
-    let config = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let config = edgar_host::trust::admit::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
     let cache = ToolCache::new(Some(&home.path().join("cache/edgar")));
     let guard = Guard::new(None);
     let adapter = guard

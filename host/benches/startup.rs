@@ -61,7 +61,7 @@ fn prompt_with_a_hung_server(home: &Path) {
         state: Some(home.join(".local/state/edgar")),
         policy: None,
     };
-    let warm = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let warm = edgar_host::trust::admit::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
     let mut hung = warm.clone();
     let mut spec = warm.servers[0].clone();
     spec.name = "hung".into();
@@ -133,7 +133,7 @@ fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
         state: Some(state.clone()),
         policy: None,
     };
-    let held = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let held = edgar_host::trust::admit::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
     let mut approvals = Approvals::load(Some(&state));
     for h in &held.held {
         if let Hold::NeedsApproval(entry) = &h.why {
@@ -142,7 +142,7 @@ fn setup(n: usize, tools: &[String]) -> tempfile::TempDir {
                 .unwrap_or_else(|e| panic!("{e}"));
         }
     }
-    let config = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let config = edgar_host::trust::admit::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.servers.len(), n, "every server is trusted");
     let cache = ToolCache::new(Some(&home.path().join("cache/edgar")));
     let guard = Guard::new(None);

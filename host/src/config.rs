@@ -5,6 +5,7 @@
 //! Reading config does no I/O beyond the two files: it stores a command to run, never a
 //! connection to hold.
 
+pub mod bound;
 pub mod edit;
 mod expand;
 pub mod project;
@@ -18,8 +19,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::guard::AdapterSource;
-use crate::trust::approval::{Approvals, Bound, entry_digest};
-use crate::trust::policy::{Policy, ProjectServers, ToolPolicy};
+use bound::{Bound, entry_digest};
 
 pub use expand::expand;
 
@@ -118,7 +118,7 @@ pub struct ServerSpec {
 /// A stdio entry's `"sandbox"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Sandbox {
-    /// No `"sandbox"` key: not confined (yet: see README), unless the policy requires it.
+    /// No `"sandbox"` key: not confined (yet: see docs/security.md), unless the policy requires it.
     #[default]
     Unset,
     /// `"sandbox": "off"`: not confined, on purpose.
@@ -325,7 +325,7 @@ impl ServerSpec {
             Transport::Http { url, .. } => serde_json::json!({"type": "http", "url": url}),
             Transport::Sse { url, .. } => serde_json::json!({"type": "sse", "url": url}),
         };
-        crate::guard::hex(&Sha256::digest(identity.to_string().as_bytes()))
+        crate::digest::hex(&Sha256::digest(identity.to_string().as_bytes()))
     }
 
     /// Whether the server's tool `tool` is offered, after `enabled_tools`/`disabled_tools`
@@ -348,6 +348,29 @@ impl ServerSpec {
     }
 }
 
+/// The part of the policy that applies to one server's tools and results, kept with its
+/// [`ServerSpec`] so filtering needs no lookup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolPolicy {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+    pub max_result_bytes: Option<u64>,
+}
+
+impl ToolPolicy {
+    /// Whether the policy lets the model see and call `server/tool`.
+    pub fn allows(&self, server: &str, tool: &str) -> bool {
+        if self.allow.is_none() && self.deny.is_empty() {
+            return true;
+        }
+        let full = format!("{server}/{tool}");
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|p| crate::text::glob(p, &full)))
+            && !self.deny.iter().any(|p| crate::text::glob(p, &full))
+    }
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -360,8 +383,6 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// True when no file existed and the embedded default was used.
     pub is_default: bool,
-    /// The administrator's policy, when one applies.
-    pub policy: Option<Policy>,
     /// The project directory (canonical where it can be resolved).
     pub project_dir: PathBuf,
 }
@@ -484,126 +505,55 @@ impl ConfigPaths {
         ConfigPaths {
             user,
             project: project_dir.join(".mcp.json"),
-            state: crate::trust::state_dir(),
-            policy: crate::trust::policy::path(),
+            state: crate::paths::state_dir(),
+            policy: crate::paths::policy_file(),
         }
     }
 }
 
-impl Config {
-    /// Reads the policy, the user file, then the project file. The user's entries are
-    /// trusted; a project entry runs only once approved in exactly its current form, and
-    /// never replaces a user entry of the same name. When no file exists, the embedded
-    /// example server is the configuration. Every server is checked against the policy.
-    pub fn load(
-        paths: &ConfigPaths,
-        default_command: Option<&Path>,
-    ) -> Result<Config, ConfigError> {
-        let policy = match &paths.policy {
-            Some(file) => Some(Policy::load(file).map_err(|e| ConfigError {
-                file: file.clone(),
-                server: None,
-                field: None,
-                message: match e {
-                    crate::trust::TrustError::File { message, .. } => message,
-                    other => other.to_string(),
-                },
-            })?),
-            None => None,
-        };
-        let project_dir = paths.project.parent().unwrap_or(Path::new("."));
-        let project_dir = project_dir
-            .canonicalize()
-            .unwrap_or_else(|_| project_dir.to_owned());
-        let mut merged: BTreeMap<String, ServerSpec> = BTreeMap::new();
-        let mut held = Vec::new();
-        let mut files = Vec::new();
-        if let Some(file) = &paths.user
-            && let Some(doc) = read_file(file)?
-        {
-            files.push(file.clone());
-            let parsed = parse_document(file, &doc)?;
-            for mut s in parsed.servers {
-                if let (Some(a), AdapterSource::Builtin) = (&parsed.adapter, &s.adapter) {
-                    s.adapter = a.clone();
-                }
-                merged.insert(s.name.clone(), s);
-            }
-        }
-        if let Some(doc) = read_project_file(&paths.project)? {
-            files.push(paths.project.clone());
-            let approvals = Approvals::load(paths.state.as_deref());
-            let deny = policy
-                .as_ref()
-                .is_some_and(|p| p.project_servers == ProjectServers::Deny);
-            for entry in project_entries(&paths.project, &project_dir, &doc)? {
-                let kind = raw_kind(&entry.raw);
-                let why = if let Some(user) = merged.get(&entry.name) {
-                    Hold::Shadowed {
-                        by: user.source.clone(),
-                    }
-                } else if let Some((field, reason)) = project::refusal(&entry.raw) {
-                    Hold::Refused { field, reason }
-                } else if deny {
-                    Hold::Blocked {
-                        rule: "project_servers: \"deny\"".into(),
-                    }
-                } else if approvals.is_approved(&project_dir, &entry.name, &entry.digest) {
-                    let spec = entry.spec()?;
-                    merged.insert(spec.name.clone(), spec);
-                    continue;
-                } else {
-                    // Field errors are reported now, without reading the environment.
-                    entry.check_shape()?;
-                    Hold::NeedsApproval(Box::new(entry.clone()))
-                };
-                held.push(Held {
-                    name: entry.name,
-                    kind,
-                    source: paths.project.clone(),
-                    why,
-                });
-            }
-        }
-        let is_default = files.is_empty();
-        if is_default && let Some(command) = default_command {
-            let spec = example_server(command, &project_dir);
-            merged.insert(spec.name.clone(), spec);
-        }
-        let mut servers = Vec::with_capacity(merged.len());
-        for mut spec in merged.into_values() {
-            if let Some(p) = &policy {
-                if let Some(rule) = p.blocks(&spec) {
-                    held.push(Held {
-                        name: spec.name.clone(),
-                        kind: spec.transport.kind(),
-                        source: spec.source.clone(),
-                        why: Hold::Blocked { rule },
-                    });
-                    continue;
-                }
-                spec.tool_policy = p.tools();
-                // What the policy allowed is what loads: the bytes checked now.
-                if p.allowed_adapters.is_some()
-                    && let AdapterSource::File(path) = &spec.adapter
-                    && let Ok(sha) = spec.adapter.digest()
-                {
-                    spec.adapter = AdapterSource::Pinned(path.clone(), sha);
-                }
-            }
-            servers.push(spec);
-        }
-        held.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Config {
-            servers,
-            held,
-            files,
-            is_default,
-            policy,
-            project_dir,
-        })
-    }
+/// What the config files say, before anyone judged it: the user's servers (trusted as
+/// written), and the project's entries (unexpanded, each with the digest an approval of
+/// it must carry). `trust::admit` decides what of it runs.
+#[derive(Debug, Default)]
+pub struct Configured {
+    /// The user's servers, by name.
+    pub user: BTreeMap<String, ServerSpec>,
+    /// The project file's entries, in file order.
+    pub project: Vec<ProjectEntry>,
+    /// The files that were read.
+    pub files: Vec<PathBuf>,
+    /// The project directory (canonical where it can be resolved).
+    pub project_dir: PathBuf,
+}
 
+/// Reads the user file, then the project file, judging nothing (see [`Configured`]).
+pub fn read(paths: &ConfigPaths) -> Result<Configured, ConfigError> {
+    let project_dir = paths.project.parent().unwrap_or(Path::new("."));
+    let project_dir = project_dir
+        .canonicalize()
+        .unwrap_or_else(|_| project_dir.to_owned());
+    let mut written = Configured::default();
+    if let Some(file) = &paths.user
+        && let Some(doc) = read_file(file)?
+    {
+        written.files.push(file.clone());
+        let parsed = parse_document(file, &doc)?;
+        for mut s in parsed.servers {
+            if let (Some(a), AdapterSource::Builtin) = (&parsed.adapter, &s.adapter) {
+                s.adapter = a.clone();
+            }
+            written.user.insert(s.name.clone(), s);
+        }
+    }
+    if let Some(doc) = read_project_file(&paths.project)? {
+        written.files.push(paths.project.clone());
+        written.project = project_entries(&paths.project, &project_dir, &doc)?;
+    }
+    written.project_dir = project_dir;
+    Ok(written)
+}
+
+impl Config {
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -637,7 +587,7 @@ fn project_entries(
         };
         // Bounded, regular files only: this runs before anyone approved the entry.
         let adapter = adapter.map(|path| {
-            let sha = crate::guard::read_component(&path).map(|b| crate::trust::sha256_hex(&b));
+            let sha = crate::guard::read_component(&path).map(|b| crate::digest::sha256_hex(&b));
             (path, sha)
         });
         let code = project::code_files(project_dir, entry);
@@ -681,7 +631,7 @@ fn project_entries(
 }
 
 /// The transport an unparsed entry names, for listing it.
-fn raw_kind(e: &Map<String, Value>) -> &'static str {
+pub fn raw_kind(e: &Map<String, Value>) -> &'static str {
     match e
         .get("type")
         .or_else(|| e.get("transport"))

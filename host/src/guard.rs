@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use wasmtime::Store;
 
 use bindings::{AdapterPre, Instance, wit};
@@ -200,7 +199,25 @@ pub struct SanitizedTool {
     dropped: Vec<Dropped>,
 }
 
+/// A tool's names, for the prompt and the search: what the model calls, the configured
+/// server and the server's own name. Kept apart from [`SanitizedTool`] so the prompt's
+/// names can be cached and ranked without schemas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ToolName {
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+}
+
 impl SanitizedTool {
+    /// Its names, without the schema or description.
+    pub fn names(&self) -> ToolName {
+        ToolName {
+            name: self.name.clone(),
+            server: self.server.clone(),
+            tool: self.tool.clone(),
+        }
+    }
     /// The configured server name.
     pub fn server(&self) -> &str {
         &self.server
@@ -422,7 +439,7 @@ impl AdapterSource {
             AdapterSource::Builtin => Ok(BUILTIN_DIGEST.to_owned()),
             AdapterSource::Pinned(_, sha256) => Ok(sha256.clone()),
             AdapterSource::File(path) => read_component(path)
-                .map(|bytes| hex(&Sha256::digest(&bytes)))
+                .map(|bytes| crate::digest::sha256_hex(&bytes))
                 .map_err(|reason| GuardError::Load {
                     adapter: self.to_string(),
                     reason,
@@ -446,7 +463,7 @@ impl Adapter {
         };
         let digest = match source {
             AdapterSource::Builtin => BUILTIN_DIGEST.to_owned(),
-            AdapterSource::File(_) | AdapterSource::Pinned(..) => hex(&Sha256::digest(&bytes)),
+            AdapterSource::File(_) | AdapterSource::Pinned(..) => crate::digest::sha256_hex(&bytes),
         };
         if let AdapterSource::Pinned(_, expected) = source
             && !expected.eq_ignore_ascii_case(&digest)
@@ -912,17 +929,6 @@ fn listed_name(tool_json: &str) -> Option<String> {
     serde_json::from_str::<Named>(tool_json)
         .ok()
         .map(|n| n.name.into_owned())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    // On the startup path (every server's digest): no formatting machinery per byte.
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod digest;
 pub mod gateway;
 pub mod guard;
 pub mod mcp;

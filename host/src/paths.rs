@@ -197,3 +197,36 @@ pub fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Longest [`lock_file`] waits for another process's lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Where edgar keeps what it must not lose with the cache (approvals, pins, the audit
+/// trail): `$EDGAR_STATE_DIR`, else `$XDG_STATE_HOME/edgar`, else `~/.local/state/edgar`.
+pub fn state_dir() -> Option<PathBuf> {
+    let var = absolute_var;
+    if let Some(dir) = var("EDGAR_STATE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = var("XDG_STATE_HOME") {
+        return Some(PathBuf::from(dir).join("edgar"));
+    }
+    var("HOME").map(|h| PathBuf::from(h).join(".local").join("state").join("edgar"))
+}
+
+/// Where the system-wide policy lives; when it exists, `$EDGAR_POLICY` is ignored, so a
+/// user cannot swap the administrator's policy for their own.
+pub const SYSTEM_POLICY: &str = "/etc/edgar/policy.json";
+/// The policy file that applies: the system one when it exists, else `$EDGAR_POLICY`.
+pub fn policy_file() -> Option<PathBuf> {
+    choose_policy(Path::new(SYSTEM_POLICY), std::env::var_os("EDGAR_POLICY"))
+}
+
+/// The system file wins whenever it may exist: only a definite "no such file" lets
+/// `$EDGAR_POLICY` apply (a file or directory edgar cannot look into is the system
+/// policy, which then fails to load and stops everything). A relative `$EDGAR_POLICY`
+/// is kept as given, and refused when loaded.
+pub(crate) fn choose_policy(system: &Path, env: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    match std::fs::symlink_metadata(system) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return Some(system.to_owned()),
+    }
+    env.filter(|v| !v.is_empty()).map(PathBuf::from)
+}

@@ -7,6 +7,7 @@ mod gateway;
 mod guard;
 mod guard_cli;
 mod hardening;
+mod house;
 mod instant_on;
 mod loopback;
 mod mcp_auth;

@@ -59,16 +59,29 @@ impl Harness {
     pub fn new(specs: Vec<ServerSpec>) -> Harness {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let cwd = dir.path().to_owned();
-        Self::with(dir, &cwd, specs)
+        Self::with(dir, &cwd, specs, |_| {})
+    }
+
+    /// A session whose prompt waits for every server up to its own startup deadline, so
+    /// what a test reads does not depend on how busy the machine is.
+    pub fn patient(specs: Vec<ServerSpec>) -> Harness {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cwd = dir.path().to_owned();
+        Self::with(dir, &cwd, specs, |opts| opts.prompt_budget = Duration::MAX)
     }
 
     /// A session whose working directory (and offered root) is `cwd`.
     pub fn in_dir(cwd: &std::path::Path, specs: Vec<ServerSpec>) -> Harness {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        Self::with(dir, cwd, specs)
+        Self::with(dir, cwd, specs, |_| {})
     }
 
-    fn with(dir: tempfile::TempDir, cwd: &std::path::Path, specs: Vec<ServerSpec>) -> Harness {
+    fn with(
+        dir: tempfile::TempDir,
+        cwd: &std::path::Path,
+        specs: Vec<ServerSpec>,
+        options: impl FnOnce(&mut SessionOptions),
+    ) -> Harness {
         let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
             .replace(['(', ')'], "");
         let specs = specs
@@ -86,7 +99,8 @@ impl Harness {
             is_default: false,
             ..Default::default()
         };
-        let opts = SessionOptions::new(cwd.to_owned(), Some(dir.path().join("cache")));
+        let mut opts = SessionOptions::new(cwd.to_owned(), Some(dir.path().join("cache")));
+        options(&mut opts);
         Harness {
             session: Session::new(&config, opts),
             dir,

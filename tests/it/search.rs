@@ -15,7 +15,8 @@ const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 async fn the_prompt_has_names_until_a_search_finds_schemas() {
     let mut silent = spec("silent", FAKE, &["silent"], &[]);
     silent.startup_timeout = std::time::Duration::from_millis(500);
-    let h = Harness::new(vec![spec("fake", FAKE, &["good"], &[]), silent]);
+    // `silent` fails by its own deadline; `fake` is waited for however busy the machine.
+    let h = Harness::patient(vec![spec("fake", FAKE, &["good"], &[]), silent]);
     let search = ToolSearch::new(3000);
     let before = prompt_tools(&h.session, &search).await;
     assert_eq!(before.definitions.len(), 1);

@@ -144,7 +144,7 @@ async fn a_cloned_repository_runs_sends_and_loads_nothing_until_approved() {
             .stdout
             .contains(&format!("would contact: {}", server.url))
     );
-    let adapter_sha = edgar_host::trust::sha256_hex(
+    let adapter_sha = edgar_host::digest::sha256_hex(
         &std::fs::read(repo.join("adapter.wasm")).unwrap_or_default(),
     );
     assert!(unasked.stdout.contains(&adapter_sha), "{}", unasked.stdout);
@@ -739,7 +739,7 @@ fn a_harness_sees_what_needs_approval() {
         state: Some(h.path().join("state")),
         policy: None,
     };
-    let config = Config::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
+    let config = edgar_host::trust::admit::load(&paths, None).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.servers.is_empty());
     let Some(edgar_host::config::Hold::NeedsApproval(entry)) = config.held("x").map(|h| &h.why)
     else {

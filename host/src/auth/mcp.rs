@@ -868,7 +868,7 @@ impl McpAuth {
         let dir = self.lock_dir.clone()?;
         let name = format!(
             "{}.lock",
-            crate::guard::hex(&sha2::Sha256::digest(self.key.as_bytes()))[..16].to_owned()
+            crate::digest::hex(&sha2::Sha256::digest(self.key.as_bytes()))[..16].to_owned()
         );
         let take = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
             crate::paths::create_private_dir(&dir)?;

@@ -8,7 +8,7 @@ use edgar_host::auth::Secret;
 use edgar_host::auth::keys::Keys;
 use edgar_host::paths;
 
-use super::mcp::runtime;
+use super::context::runtime;
 
 fn keys() -> anyhow::Result<Keys> {
     Ok(Keys::load(paths::config_dir().as_deref())?)
@@ -19,7 +19,7 @@ pub fn login(provider: &str) -> anyhow::Result<ExitCode> {
     let env = keys.provider(provider).env;
     let key = read_key(&format!("API key for {provider}: "))?;
     runtime()?.block_on(keys.login(provider, &key))?;
-    super::trust::audit("key_stored", serde_json::json!({"provider": provider}));
+    super::context::audit("key_stored", serde_json::json!({"provider": provider}));
     println!("stored the key for {provider} in {}", keys.store.describe());
     if std::env::var_os(&env).is_some() {
         println!("note: {env} is set in this shell and takes precedence over the stored key");
@@ -30,7 +30,7 @@ pub fn login(provider: &str) -> anyhow::Result<ExitCode> {
 pub fn logout(provider: &str) -> anyhow::Result<ExitCode> {
     let keys = keys()?;
     runtime()?.block_on(keys.logout(provider))?;
-    super::trust::audit("key_erased", serde_json::json!({"provider": provider}));
+    super::context::audit("key_erased", serde_json::json!({"provider": provider}));
     println!("erased the stored key for {provider}");
     Ok(ExitCode::SUCCESS)
 }

@@ -82,7 +82,7 @@ fn conformance_client(url: &str) -> anyhow::Result<ExitCode> {
     // exchange) except the browser, and nothing is persisted.
     opts.credentials = Some(Store::memory());
     opts.browser = Some(Browser::Fetch);
-    let rt = super::mcp::runtime()?;
+    let rt = super::context::runtime()?;
     rt.block_on(async {
         let session = Session::new(&config, opts);
         let outcome = drive(&session, &scenario, &context).await;

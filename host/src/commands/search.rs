@@ -11,7 +11,7 @@ use edgar_host::tools::search_tool::{SearchReply, ToolSearch};
 
 use crate::cli::SearchModelCommand;
 
-use super::mcp::{load, runtime, session};
+use super::context::{guarded, load, note_held, runtime, session};
 
 pub fn run(
     query: &str,
@@ -21,7 +21,7 @@ pub fn run(
 ) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let config = load(&ConfigPaths::for_project(&cwd))?;
-    super::mcp::note_held(&config);
+    note_held(&config);
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
         if let Some(why) = ToolSearch::semantic_off() {
@@ -32,7 +32,7 @@ pub fn run(
                 "edgar: embedding {n} tools for semantic search (once; cached for later searches)"
             );
         });
-        let mut reply = super::mcp::guarded(&session, search.search(&session, query)).await;
+        let mut reply = guarded(&session, search.search(&session, query)).await;
         if let Some(provider) = provider {
             search.lower(&session, &mut reply, provider).await;
             if !json {

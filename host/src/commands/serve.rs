@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
 
 use crate::cli::ClientKind;
 
-use super::mcp::{ask_human, guarded, load, note_held, runtime, session_with};
+use super::context::{ask_human, guarded, load, note_held, runtime, session_with};
 
 pub fn run(
     print_config: Option<ClientKind>,

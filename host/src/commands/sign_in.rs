@@ -6,19 +6,15 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use edgar_host::auth::Secret;
 use edgar_host::auth::assertion::SigningKey;
-use edgar_host::auth::keys::Keys;
 use edgar_host::auth::mcp::{Browser, McpAuth, Revoked};
-use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, Grant, Transport};
 use edgar_host::mcp::cache::{ToolCache, now};
 use edgar_host::paths;
+
+use super::context::store;
 use serde_json::{Value, json};
 
 /// The configured credential store (`config.json`'s `credential_store`).
-pub fn store() -> anyhow::Result<Store> {
-    Ok(Keys::load(paths::config_dir().as_deref())?.store)
-}
-
 fn http_server<'a>(
     config: &'a Config,
     name: &str,
@@ -48,7 +44,7 @@ pub async fn login(
     };
     let auth = McpAuth::new(spec, store.clone(), Some(browser))?;
     let creds = auth.login().await?;
-    super::trust::audit(
+    super::context::audit(
         "sign_in",
         json!({"server": name, "url_digest": &spec.digest()[..16], "scope": creds.scope}),
     );
@@ -102,7 +98,7 @@ pub async fn set_key(
     // Refused here, not at the first token request.
     let key = SigningKey::from_pem(&pem)?;
     store.write(&entry, &Secret::new(pem)).await?;
-    super::trust::audit(
+    super::context::audit(
         "client_key_stored",
         json!({"server": name, "url_digest": &spec.digest()[..16], "algorithm": key.algorithm()}),
     );
@@ -124,7 +120,7 @@ pub async fn logout(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     let auth = McpAuth::new(spec, store()?, None)?;
     let out = auth.logout().await?;
     let revoked = matches!(out.revoked, Revoked::Yes);
-    super::trust::audit(
+    super::context::audit(
         "sign_out",
         json!({"server": name, "erased": out.erased, "revoked": revoked}),
     );

@@ -12,12 +12,11 @@ use edgar_host::mcp::cache::{ToolCache, now};
 use edgar_host::mcp::client::Session;
 use edgar_host::paths;
 use edgar_host::trust::approval::Approvals;
-use edgar_host::trust::audit::AuditLog;
 use edgar_host::trust::pins::{self, LOCK_FILE, LockFile, LockedServer, PinFile, PinStore};
 use edgar_host::trust::state_dir;
 use serde_json::{Value, json};
 
-use super::mcp::{runtime, session};
+use super::context::{audit, audit_log, runtime, session};
 
 fn state() -> anyhow::Result<std::path::PathBuf> {
     state_dir().context("no state directory for approvals and pins: set HOME or XDG_STATE_HOME")
@@ -25,25 +24,6 @@ fn state() -> anyhow::Result<std::path::PathBuf> {
 
 fn pin_store(config: &Config) -> anyhow::Result<PinStore> {
     Ok(PinStore::new(&state()?, Some(&config.project_dir)))
-}
-
-/// The user's audit trail, keyed by the key in their credential store when one is
-/// configured.
-pub fn audit_log(dir: &std::path::Path) -> AuditLog {
-    let log = AuditLog::new(dir);
-    match super::sign_in::store() {
-        Ok(store) => log.with_key(edgar_host::auth::audit_key::source(store)),
-        Err(_) => log,
-    }
-}
-
-/// Records an event in the audit trail when there is a state directory. One log per
-/// process, so its key is read from the credential store once, however many events.
-pub fn audit(event: &str, fields: Value) {
-    static LOG: std::sync::OnceLock<Option<AuditLog>> = std::sync::OnceLock::new();
-    if let Some(log) = LOG.get_or_init(|| state_dir().map(|d| audit_log(&d))) {
-        log.note(event, fields);
-    }
 }
 
 pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result<ExitCode> {
@@ -75,12 +55,10 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
         let done = if let Some(held) = config.held(target) {
             match &held.why {
                 // One entry that cannot be shown (an unset variable) must not hide the rest.
-                Hold::NeedsApproval(entry) => {
-                    approve_entry(config, entry, yes).unwrap_or_else(|e| {
-                        eprintln!("edgar: {e:#}");
-                        false
-                    })
-                }
+                Hold::NeedsApproval(entry) => approve_entry(entry, yes).unwrap_or_else(|e| {
+                    eprintln!("edgar: {e:#}");
+                    false
+                }),
                 Hold::Blocked { rule } => {
                     eprintln!("edgar: MCP server '{target}' is blocked by policy: {rule}");
                     false
@@ -117,7 +95,7 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
 }
 
 /// Shows a project entry as it would run and records the approval if the human agrees.
-fn approve_entry(config: &Config, entry: &ProjectEntry, yes: bool) -> anyhow::Result<bool> {
+fn approve_entry(entry: &ProjectEntry, yes: bool) -> anyhow::Result<bool> {
     let spec = entry.spec()?;
     if let Some((path, Err(e))) = &entry.adapter {
         bail!(
@@ -129,7 +107,12 @@ fn approve_entry(config: &Config, entry: &ProjectEntry, yes: bool) -> anyhow::Re
     let mut out = String::new();
     describe_entry(entry, &spec, &mut out);
     print!("{out}");
-    if let Some(rule) = config.policy.as_ref().and_then(|p| p.blocks(&spec)) {
+    // Loaded with the config a moment ago, so it reads; read again here, where it decides.
+    let policy = match edgar_host::trust::policy::path() {
+        Some(file) => Some(edgar_host::trust::admit::policy(&file)?),
+        None => None,
+    };
+    if let Some(rule) = policy.as_ref().and_then(|p| p.blocks(&spec)) {
         audit(
             "policy_block",
             json!({"server": entry.name, "rule": rule, "project": entry.project}),
@@ -686,7 +669,7 @@ pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> 
             }
             anyhow::Ok(())
         };
-        let result = super::mcp::guarded(&session, discover).await;
+        let result = super::context::guarded(&session, discover).await;
         session.close().await;
         result
     })?;
@@ -728,7 +711,7 @@ pub fn verify(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode
     })?;
     let session = session(config, cwd);
     let drift = runtime()?.block_on(async {
-        let d = super::mcp::guarded(&session, drift(config, &lock, &session)).await;
+        let d = super::context::guarded(&session, drift(config, &lock, &session)).await;
         session.close().await;
         d
     });

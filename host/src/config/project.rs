@@ -254,7 +254,7 @@ pub fn variables(
                 continue;
             }
             let value = match env(&name) {
-                Some(v) => crate::trust::sha256_hex(v.as_bytes()),
+                Some(v) => crate::digest::sha256_hex(v.as_bytes()),
                 None => "unset".to_owned(),
             };
             out.push((name, value));
@@ -417,7 +417,7 @@ fn hash_file(p: &Path, budget: &mut u64) -> Result<String, String> {
         .map_err(|e| e.to_string())?
         .ok_or("it does not exist")?;
     *budget -= bytes.len() as u64;
-    Ok(crate::trust::sha256_hex(&bytes))
+    Ok(crate::digest::sha256_hex(&bytes))
 }
 
 #[cfg(test)]

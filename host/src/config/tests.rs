@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::trust::approval::Approvals;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -18,7 +19,7 @@ fn load_with(
     state: Option<&Path>,
     policy: Option<PathBuf>,
 ) -> Result<Config, ConfigError> {
-    Config::load(
+    crate::trust::admit::load(
         &ConfigPaths {
             user,
             project: project_dir.join(".mcp.json"),

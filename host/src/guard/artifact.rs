@@ -59,7 +59,7 @@ pub(super) fn is_private(path: &Path) -> bool {
 fn file_name(engine: &Engine, digest: &str) -> String {
     let mut h = ShaHasher(Sha256::new());
     engine.precompile_compatibility_hash().hash(&mut h);
-    let engine_key = super::hex(&h.0.finalize());
+    let engine_key = crate::digest::hex(&h.0.finalize());
     format!(
         "{}-{}.cwasm",
         &digest[..digest.len().min(32)],

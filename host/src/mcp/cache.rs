@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ServerSpec;
-use crate::guard::{CachedTool, SanitizedTool};
+use crate::guard::{CachedTool, SanitizedTool, ToolName};
 use crate::trust::pins::Quarantined;
 
 /// Bumped when the entry format changes; older entries are then misses.
@@ -37,14 +37,6 @@ pub struct Entry {
     /// Until when (Unix milliseconds) the server said its list stays fresh (`ttlMs`,
     /// stateless era): while it does, starting the server skips `tools/list`.
     pub fresh_until_ms: Option<u64>,
-}
-
-/// A tool's names, for the prompt: what the model calls and the server's own name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolName {
-    pub name: String,
-    pub server: String,
-    pub tool: String,
 }
 
 #[derive(Serialize)]
@@ -173,7 +165,7 @@ impl ToolCache {
                 spec.source.display(),
                 spec.project.as_deref().unwrap_or(Path::new("")).display()
             );
-            crate::trust::sha256_hex(scope.as_bytes())
+            crate::digest::sha256_hex(scope.as_bytes())
         };
         format!(
             "{}-{}-{}",

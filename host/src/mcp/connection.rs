@@ -3,26 +3,35 @@
 //! expires), answers the server's own requests, and fails every waiting request with
 //! the transport's reason when the connection ends.
 
+mod dispatch;
+mod outbound;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dispatch::dispatch;
+pub(crate) use outbound::{Outbound, Stamp};
+
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
+use crate::text::shown_message;
+
 use super::McpError;
-use super::protocol::{self, Incoming, METHOD_NOT_FOUND, RpcError};
-use crate::text::{shown, shown_message};
+use super::protocol::{self, Incoming, RpcError};
 
 /// Requests from one server (elicitation, sampling) being handled at once; each may wait
 /// for a human or hold a blocking thread, so a server cannot queue thousands. More are
 /// refused at once with an error the server can retry on.
 pub const MAX_SERVER_REQUESTS: usize = 4;
+
 /// JSON-RPC "internal error": the answer to a request over [`MAX_SERVER_REQUESTS`].
 const INTERNAL_ERROR: i64 = -32603;
+
 /// JSON-RPC "invalid request": the answer to a request too large or deep to decode.
 const INVALID_REQUEST: i64 = -32600;
 
@@ -55,150 +64,6 @@ pub(crate) struct Link {
     pub events: mpsc::Receiver<Event>,
 }
 
-/// One message on its way to the server, encoded, with what an HTTP transport routes
-/// by recorded when it was built (so no transport parses our own messages again).
-#[derive(Debug, Clone)]
-pub(crate) struct Outbound {
-    pub bytes: bytes::Bytes,
-    /// The id of a request of ours.
-    pub request: Option<u64>,
-    pub method: Option<String>,
-    /// The request a `notifications/cancelled` gives up on.
-    pub cancels: Option<u64>,
-    /// The stateless era's protocol version this message names (`None`: the handshake
-    /// era, where the transport sends the negotiated version, if any).
-    pub version: Option<Arc<str>>,
-    /// What the stateless era's `Mcp-Name` header mirrors: a `tools/call`'s or
-    /// `prompts/get`'s `name`, a `resources/read`'s `uri`.
-    pub name: Option<String>,
-    /// `Mcp-Param-*` headers: argument values a tool marks with `x-mcp-header`.
-    pub param_headers: Vec<(String, String)>,
-}
-
-/// How every request is stamped in the stateless era: the version it names, and the
-/// `_meta` entries (that version, the client's capabilities and identity) it carries.
-#[derive(Debug)]
-pub(crate) struct Stamp {
-    pub version: Arc<str>,
-    meta: serde_json::Map<String, Value>,
-    /// `meta` encoded once, without its braces: spliced into every request whose
-    /// params carry no `_meta` of their own, instead of cloned and encoded each time.
-    encoded: Box<str>,
-}
-
-impl Stamp {
-    pub(crate) fn new(version: &str, capabilities: Value, client_info: Value) -> Stamp {
-        let mut meta = serde_json::Map::new();
-        meta.insert(protocol::META_PROTOCOL_VERSION.into(), json!(version));
-        meta.insert(protocol::META_CLIENT_CAPABILITIES.into(), capabilities);
-        meta.insert(protocol::META_CLIENT_INFO.into(), client_info);
-        let whole = Value::Object(meta.clone()).to_string();
-        let encoded = whole
-            .strip_prefix('{')
-            .and_then(|s| s.strip_suffix('}'))
-            .unwrap_or_default()
-            .into();
-        Stamp {
-            version: version.into(),
-            meta,
-            encoded,
-        }
-    }
-}
-
-impl Outbound {
-    pub(crate) fn request(
-        id: u64,
-        method: &str,
-        mut params: Value,
-        stamp: Option<&Stamp>,
-    ) -> Outbound {
-        let mut name = None;
-        if let Some(stamp) = stamp {
-            if !params.is_object() {
-                params = json!({});
-            }
-            let key = if method == "resources/read" {
-                "uri"
-            } else {
-                "name"
-            };
-            if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
-                name = params.get(key).and_then(Value::as_str).map(str::to_owned);
-            }
-            if params.get("_meta").is_none() {
-                return Outbound {
-                    bytes: protocol::stamped_request(id, method, &params, &stamp.encoded).into(),
-                    request: Some(id),
-                    method: Some(method.to_owned()),
-                    cancels: None,
-                    version: Some(stamp.version.clone()),
-                    name,
-                    param_headers: Vec::new(),
-                };
-            }
-            if let Some(p) = params.as_object_mut() {
-                let meta = p.entry("_meta").or_insert_with(|| json!({}));
-                if !meta.is_object() {
-                    *meta = json!({});
-                }
-                if let Some(meta) = meta.as_object_mut() {
-                    for (k, v) in &stamp.meta {
-                        meta.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        Outbound {
-            bytes: protocol::request(id, method, params).into(),
-            request: Some(id),
-            method: Some(method.to_owned()),
-            cancels: None,
-            version: stamp.map(|s| s.version.clone()),
-            name,
-            param_headers: Vec::new(),
-        }
-    }
-
-    pub(crate) fn notification(method: &str, params: Value, stamp: Option<&Stamp>) -> Outbound {
-        let cancels = match method {
-            "notifications/cancelled" => params.get("requestId").and_then(Value::as_u64),
-            _ => None,
-        };
-        Outbound {
-            bytes: protocol::notification(method, params).into(),
-            request: None,
-            method: Some(method.to_owned()),
-            cancels,
-            version: stamp.map(|s| s.version.clone()),
-            name: None,
-            param_headers: Vec::new(),
-        }
-    }
-
-    /// Our answer to one of the server's requests.
-    pub(crate) fn reply(bytes: Vec<u8>) -> Outbound {
-        Outbound {
-            bytes: bytes.into(),
-            request: None,
-            method: None,
-            cancels: None,
-            version: None,
-            name: None,
-            param_headers: Vec::new(),
-        }
-    }
-
-    /// Nothing: for streams that answer no message of ours.
-    pub(crate) fn none() -> Outbound {
-        Outbound::reply(Vec::new())
-    }
-
-    pub(crate) fn is(&self, method: &str) -> bool {
-        self.method.as_deref() == Some(method)
-    }
-}
-
 /// Answers requests a server may send to the client. The embedding harness can supply
 /// one; without it, sampling and elicitation are declined with a JSON-RPC error.
 pub trait ClientHandler: Send + Sync + 'static {
@@ -221,6 +86,7 @@ pub trait ClientHandler: Send + Sync + 'static {
 
 /// The default handler: declines everything optional.
 pub struct NoHandler;
+
 impl ClientHandler for NoHandler {}
 
 /// What the connection needs to answer a server's requests.
@@ -467,62 +333,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn dispatch(
-    server: String,
-    mut events: mpsc::Receiver<Event>,
-    outgoing: mpsc::Sender<Outbound>,
-    shared: Arc<Shared>,
-    ctx: Context,
-) {
-    let reason = loop {
-        let Some(event) = events.recv().await else {
-            break "the transport ended".to_owned();
-        };
-        let messages = match event {
-            Event::Closed(reason) => break reason,
-            Event::Message(m) => m,
-            Event::Failed { id, error } => {
-                if let Some(waiter) = lock(&shared.pending).remove(&id) {
-                    let _ = waiter.send(Outcome::Failed(error));
-                }
-                continue;
-            }
-        };
-        for m in messages {
-            match m {
-                Incoming::Response {
-                    id: Some(id),
-                    outcome,
-                } => match lock(&shared.pending).remove(&id) {
-                    Some(waiter) => {
-                        let _ = waiter.send(Outcome::Answer(outcome));
-                    }
-                    None => {
-                        tracing::debug!(server, id, "ignoring a response to no pending request")
-                    }
-                },
-                Incoming::Response { id: None, .. } => {
-                    tracing::debug!(server, "ignoring a response with an id edgar never sent");
-                }
-                Incoming::Request { id, method, params } => {
-                    answer(&server, id, &method, params, &outgoing, &ctx, &shared).await;
-                }
-                Incoming::Refused { id, reason } => {
-                    tracing::debug!(server, "refusing {reason}");
-                    let reply = protocol::error_response(&id, INVALID_REQUEST, &reason);
-                    let _ = outgoing.send(Outbound::reply(reply)).await;
-                }
-                Incoming::Notification { method, params } => {
-                    notification(&server, &method, &params, &shared)
-                }
-            }
-        }
-    };
-    *lock(&shared.closed) = Some(reason);
-    // Dropping the waiters wakes every pending request with the closed reason.
-    lock(&shared.pending).clear();
-}
-
 /// Stops following a request's progress when its exchange ends, however it ends.
 struct Unfollow<'a>(&'a Shared, u64);
 
@@ -532,141 +342,9 @@ impl Drop for Unfollow<'_> {
     }
 }
 
-/// A server's progress params as passed on: numbers and a message made one safe line,
-/// nothing else (the token is the follower's own). `None` when `progress` is not a number.
-fn progress_update(params: &Value) -> Option<Value> {
-    let progress = params.get("progress").filter(|p| p.is_number())?;
-    let mut update = json!({"progress": progress});
-    if let Some(total) = params.get("total").filter(|t| t.is_number()) {
-        update["total"] = total.clone();
-    }
-    if let Some(m) = params.get("message").and_then(Value::as_str) {
-        update["message"] = json!(shown_message(m));
-    }
-    Some(update)
-}
-
-fn notification(server: &str, method: &str, params: &Value, shared: &Shared) {
-    match method {
-        "notifications/tools/list_changed" => shared.list_changed.notify_one(),
-        "notifications/message" => {
-            let level = params
-                .get("level")
-                .and_then(Value::as_str)
-                .unwrap_or("info");
-            let data = params
-                .get("data")
-                .map(|d| d.to_string())
-                .unwrap_or_default();
-            tracing::info!(server, level, "server log: {}", shown(&data));
-        }
-        "notifications/progress" => {
-            tracing::debug!(server, "progress: {}", shown(&params.to_string()));
-            let token = params.get("progressToken").and_then(Value::as_u64);
-            let sink = token.and_then(|t| lock(&shared.progress).get(&t).cloned());
-            if let (Some(sink), Some(update)) = (sink, progress_update(params)) {
-                sink(update);
-            }
-        }
-        other => tracing::debug!(server, "notification {}", shown(other)),
-    }
-}
-
-/// Answers one request from the server.
-async fn answer(
-    server: &str,
-    id: Value,
-    method: &str,
-    params: Value,
-    outgoing: &mpsc::Sender<Outbound>,
-    ctx: &Context,
-    shared: &Shared,
-) {
-    let reply = match method {
-        "ping" => protocol::response(&id, json!({})),
-        "roots/list" => {
-            let roots: Vec<Value> = ctx
-                .roots
-                .iter()
-                .map(|r| {
-                    let name = r
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    json!({"uri": file_uri(r), "name": name})
-                })
-                .collect();
-            protocol::response(&id, json!({ "roots": roots }))
-        }
-        "elicitation/create" | "sampling/createMessage" => {
-            let Ok(permit) = shared.server_requests.clone().try_acquire_owned() else {
-                tracing::warn!(
-                    server,
-                    "refusing {method}: {MAX_SERVER_REQUESTS} requests from this server are already waiting"
-                );
-                let reply = protocol::error_response(
-                    &id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "edgar is already handling {MAX_SERVER_REQUESTS} requests from this server; retry later"
-                    ),
-                );
-                let _ = outgoing.send(Outbound::reply(reply)).await;
-                return;
-            };
-            // The handler may wait for a human, so it runs elsewhere and answers later.
-            let handler = ctx.handler.clone();
-            let (server, method, outgoing) =
-                (server.to_owned(), method.to_owned(), outgoing.clone());
-            tokio::spawn(async move {
-                let m = method.clone();
-                let s = server.clone();
-                let answer = tokio::task::spawn_blocking(move || match m.as_str() {
-                    "elicitation/create" if handler.supports_elicitation() => {
-                        handler.elicit(&s, &params)
-                    }
-                    "sampling/createMessage" => handler.sample(&s, &params),
-                    _ => None,
-                })
-                .await
-                .ok()
-                .flatten();
-                let reply = match answer {
-                    Some(result) => protocol::response(&id, result),
-                    None => protocol::error_response(
-                        &id,
-                        METHOD_NOT_FOUND,
-                        &format!("edgar does not support {method}"),
-                    ),
-                };
-                let _ = outgoing.send(Outbound::reply(reply)).await;
-                drop(permit);
-            });
-            return;
-        }
-        other => {
-            tracing::debug!(server, "declining request {}", shown(other));
-            protocol::error_response(&id, METHOD_NOT_FOUND, "method not supported by edgar")
-        }
-    };
-    let _ = outgoing.send(Outbound::reply(reply)).await;
-}
-
-/// A `file://` URI for an absolute path, percent-encoding what a URI cannot hold.
-pub(crate) fn file_uri(path: &std::path::Path) -> String {
-    let mut out = String::from("file://");
-    for b in path.to_string_lossy().bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use super::dispatch::{file_uri, progress_update};
     use super::*;
 
     #[test]

@@ -13,6 +13,8 @@
 
 pub mod event_stream;
 pub(crate) mod legacy;
+mod request;
+mod streams;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,105 +22,54 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{AbortHandle, JoinSet};
 
-pub use crate::auth::bearer::{Authorizer, Challenge};
-
-use crate::auth::Secret;
-
-/// Tries of one message when the server keeps refusing its token.
-const MAX_AUTH_RETRIES: usize = 3;
-use wire::{Body, Reply};
+use crate::text::shown;
 
 use super::connection::{Event, Link, Outbound};
 use super::protocol::Incoming;
-use crate::text::shown;
+use request::{bearer, check_status, send_with_auth, stateless_headers};
+use streams::answers;
+use wire::{Body, Reply};
 
 pub use super::protocol::MAX_MESSAGE_BYTES;
+pub use crate::auth::bearer::{Authorizer, Challenge};
+pub(crate) use request::{client, connect_error, header_map, param_headers, server_url};
+
 /// Most bytes read from one event stream before it is dropped (and resumed if it can be).
 pub const MAX_STREAM_BYTES: usize = 64 << 20;
+
 /// How often a stream that ends before its answer is resumed.
 const MAX_RESUMES: usize = 5;
+
 /// Reconnection delay when the server names none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+
 /// A standalone GET stream open at least this long counts as healthy when it ends,
 /// so it is reopened however often the server closes it.
 const HEALTHY_STREAM: Duration = Duration::from_secs(30);
+
 /// Longest reconnection delay honoured.
 const MAX_RETRY: Duration = Duration::from_secs(30);
+
 /// How long `close` waits for the server to acknowledge the session's `DELETE`.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Deadline for messages that expect no answer (notifications, our replies).
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long a stream is read after it carried its answer.
 const DRAIN: Duration = Duration::from_millis(500);
+
 /// Requests in flight to one server at once.
 const MAX_IN_FLIGHT: usize = 32;
+
 /// Messages buffered in each direction.
 const CHANNEL_DEPTH: usize = 64;
-
-/// The process's HTTP client for MCP servers, built the first time one is used.
-pub(crate) fn client() -> Result<&'static reqwest::Client, String> {
-    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
-        std::sync::OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            crate::auth::oauth::client_builder()
-                .redirect(same_origin_redirects())
-                .connect_timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// Follows at most five redirects, all within the first request's origin; any other
-/// redirect comes back as the 3xx response and is reported.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same && attempt.previous().len() <= 5 {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    })
-}
-
-/// Validated config headers. Values may be secrets: errors name the header only.
-pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
-    let mut map = HeaderMap::new();
-    for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("header name {} is not valid", shown(k)))?;
-        let mut value = HeaderValue::from_str(v)
-            .map_err(|_| format!("the value of header {} is not valid", shown(k)))?;
-        value.set_sensitive(true);
-        map.insert(name, value);
-    }
-    Ok(map)
-}
-
-/// Parses and checks a server URL: http or https only.
-pub(crate) fn server_url(url: &str) -> Result<Url, String> {
-    let parsed =
-        Url::parse(url).map_err(|e| format!("its URL {} is not valid: {e}", shown(url)))?;
-    match parsed.scheme() {
-        "http" | "https" => Ok(parsed),
-        other => Err(format!(
-            "its URL uses {}; only http and https work",
-            shown(other)
-        )),
-    }
-}
 
 /// What both HTTP transports start from: the checked URL and config headers, with the
 /// process's HTTP client built.
@@ -496,159 +447,6 @@ impl Shared {
         }
     }
 
-    /// Reads an event stream, delivering each message, until it ends or carries the
-    /// answer to `want`.
-    async fn read_stream(
-        &self,
-        mut response: reqwest::Response,
-        want: Option<u64>,
-        message: &Outbound,
-    ) -> Result<StreamEnd, Reply> {
-        let mut parser = event_stream::EventStream::new(MAX_MESSAGE_BYTES);
-        let mut end = StreamEnd::default();
-        let mut read = 0usize;
-        loop {
-            let next = if end.answered {
-                // The server should end the stream after the answer; reading to its end
-                // lets the connection go back to the pool, but only briefly.
-                match tokio::time::timeout(DRAIN, response.chunk()).await {
-                    Ok(next) => next,
-                    Err(_) => break,
-                }
-            } else {
-                response.chunk().await
-            };
-            let chunk = match next {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(e) => {
-                    end.broken = Some(e.without_url().to_string());
-                    break;
-                }
-            };
-            read += chunk.len();
-            if read > MAX_STREAM_BYTES {
-                end.broken = Some(format!("it carried more than {MAX_STREAM_BYTES} bytes"));
-                break;
-            }
-            let mut messages = Vec::new();
-            parser
-                .feed(&chunk, |e| {
-                    if e.event.is_empty() || e.event == "message" {
-                        messages.push(e.data)
-                    }
-                })
-                .map_err(|e| Reply::Failed(e.to_string()))?;
-            for data in messages {
-                if data.trim().is_empty() {
-                    continue;
-                }
-                let messages = match super::protocol::decode(data.as_bytes()) {
-                    Ok(m) => m,
-                    Err(_) => {
-                        end.not_json += 1;
-                        continue;
-                    }
-                };
-                let answers = want.is_some() && answers(&messages, want);
-                self.note_initialized(message, &messages);
-                self.emit(Event::Message(messages)).await;
-                if answers {
-                    end.answered = true;
-                }
-            }
-        }
-        end.last_id = parser.last_id().map(str::to_owned);
-        end.retry = parser.retry().map(Duration::from_millis);
-        Ok(end)
-    }
-
-    /// Opens a GET event stream, resuming after `last_id` if given.
-    async fn get_stream(&self, last_id: Option<&str>) -> Result<reqwest::Response, Reply> {
-        let last_id = last_id
-            .map(HeaderValue::from_str)
-            .transpose()
-            .map_err(|_| Reply::Failed("its event id is not a valid header".into()))?;
-        let session = self.session();
-        let response = send_with_auth(self.auth.as_ref(), || {
-            let mut get = self
-                .request(Method::GET, &self.url)
-                .header("accept", "text/event-stream");
-            if let Some(s) = &session {
-                get = get.header("mcp-session-id", s.clone());
-            }
-            if let Some(id) = &last_id {
-                get = get.header("last-event-id", id.clone());
-            }
-            get
-        })
-        .await?;
-        check_status(&response)?;
-        match wire::body_kind(&response) {
-            Body::EventStream => Ok(response),
-            other => Err(Reply::Failed(format!(
-                "its GET answered {} instead of an event stream",
-                other.describe()
-            ))),
-        }
-    }
-
-    /// Opens the standalone GET stream for this session (once per session epoch).
-    fn listen(self: &Arc<Self>) {
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let mut listening = lock(&self.listening);
-        if listening.as_ref().is_some_and(|(e, _)| *e == epoch) {
-            return;
-        }
-        if let Some((_, old)) = listening.take() {
-            old.abort();
-        }
-        let me = self.clone();
-        let handle = tokio::spawn(async move { me.listen_loop().await }).abort_handle();
-        *listening = Some((epoch, handle));
-    }
-
-    async fn listen_loop(&self) {
-        let mut last_id: Option<String> = None;
-        let mut failures = 0;
-        let nothing = Outbound::none();
-        while failures < 3 {
-            let response = match self.get_stream(last_id.as_deref()).await {
-                Ok(r) => r,
-                Err(Reply::Status { status, .. }) if matches!(status, 400 | 404 | 405) => {
-                    tracing::debug!(
-                        server = self.server,
-                        "the server offers no GET stream (HTTP {status})"
-                    );
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!(server = self.server, "GET stream: {}", e.reason());
-                    failures += 1;
-                    tokio::time::sleep(DEFAULT_RETRY * failures).await;
-                    continue;
-                }
-            };
-            let opened = std::time::Instant::now();
-            match self.read_stream(response, None, &nothing).await {
-                Ok(end) => {
-                    // A stream that lived a while was healthy: servers close idle streams.
-                    if opened.elapsed() >= HEALTHY_STREAM {
-                        failures = 0;
-                    }
-                    failures += 1;
-                    last_id = end.last_id.or(last_id);
-                    let wait = end.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
-                    tokio::time::sleep(wait).await;
-                }
-                Err(e) => {
-                    tracing::debug!(server = self.server, "GET stream: {}", e.reason());
-                    return;
-                }
-            }
-        }
-    }
-
     /// Replays `initialize` and `notifications/initialized` under a new session, unless
     /// another request already did since `epoch`.
     async fn reinitialize(&self, epoch: u64) -> Result<(), Reply> {
@@ -707,220 +505,9 @@ impl Shared {
     }
 }
 
-/// The `Authorization` header (marked sensitive, so it never shows in `Debug`) and the
-/// token in it, when the server has a sign-in with a token.
-async fn bearer(auth: Option<&Arc<dyn Authorizer>>) -> Option<(HeaderValue, Secret)> {
-    let token = auth?.bearer().await?;
-    let mut header = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
-    header.set_sensitive(true);
-    Some((header, token))
-}
-
-/// Sends the request `make` builds with the server's bearer token, if it has a sign-in.
-/// A 401 (or a 403 asking for more scope) goes to the authorizer, and the request is
-/// built and sent again while it says a new token is worth a try, at most
-/// [`MAX_AUTH_RETRIES`] times. Any other answer is returned as it is.
-pub(super) async fn send_with_auth(
-    auth: Option<&Arc<dyn Authorizer>>,
-    make: impl Fn() -> reqwest::RequestBuilder,
-) -> Result<reqwest::Response, Reply> {
-    let mut tries = 0;
-    loop {
-        let mut request = make();
-        let mut sent = None;
-        if let Some((header, token)) = bearer(auth).await {
-            request = request.header("authorization", header);
-            sent = Some(token);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Reply::Failed(connect_error(&e)))?;
-        if let Some(auth) = auth
-            && tries < MAX_AUTH_RETRIES
-            && let Err(Reply::NeedsLogin(challenge)) = check_status(&response)
-        {
-            tries += 1;
-            if auth
-                .refused(
-                    response.status().as_u16(),
-                    challenge.as_ref(),
-                    sent.as_ref(),
-                )
-                .await
-            {
-                continue;
-            }
-        }
-        return Ok(response);
-    }
-}
-
-/// Whether `messages` (a message or batch) hold the answer to request `want`.
-fn answers(messages: &[Incoming], want: Option<u64>) -> bool {
-    messages
-        .iter()
-        .any(|m| matches!(m, Incoming::Response { id, .. } if *id == want))
-}
-
-/// How an event stream ended.
-#[derive(Debug, Default)]
-struct StreamEnd {
-    answered: bool,
-    last_id: Option<String>,
-    retry: Option<Duration>,
-    not_json: usize,
-    broken: Option<String>,
-}
-
-impl StreamEnd {
-    fn describe(&self) -> String {
-        let mut out = String::new();
-        if let Some(b) = &self.broken {
-            out.push_str(&format!(" ({})", shown(b)));
-        }
-        if self.not_json > 0 {
-            out.push_str(&format!("; {} of its events were not JSON", self.not_json));
-        }
-        out
-    }
-}
-
-/// A 3xx, 4xx or 5xx as a failure (401 and 403 with their challenge).
-/// The stateless era's request headers: the version the body's `_meta` names, the
-/// method, and for `tools/call`, `prompts/get` and `resources/read` the name or URI
-/// (base64 in the spec's sentinel when it is not plain visible ASCII). No session.
-fn stateless_headers(
-    post: reqwest::RequestBuilder,
-    version: &str,
-    message: &Outbound,
-) -> reqwest::RequestBuilder {
-    let mut post = post.header("mcp-protocol-version", version);
-    if let Some(method) = &message.method {
-        post = post.header("mcp-method", header_value(method));
-    }
-    if let Some(name) = &message.name {
-        post = post.header("mcp-name", header_value(name));
-    }
-    for (name, value) in &message.param_headers {
-        if let Ok(name) = HeaderName::from_bytes(format!("mcp-param-{name}").as_bytes()) {
-            post = post.header(name, header_value(value));
-        }
-    }
-    post
-}
-
-/// The `Mcp-Param-*` headers of a `tools/call` (MCP 2026-07-28, Custom Headers): for each
-/// property `schema` marks with `x-mcp-header` (reached through `properties` alone, as
-/// the guard checked), the argument at that path, as text; absent and null values, and
-/// anything but a string, a safe integer or a boolean, give no header.
-pub(crate) fn param_headers(schema: &Value, arguments: &Value) -> Vec<(String, String)> {
-    const SAFE: i64 = (1 << 53) - 1;
-    let mut out = Vec::new();
-    let mut stack = vec![(schema, arguments)];
-    while let Some((schema, args)) = stack.pop() {
-        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-            continue;
-        };
-        for (key, prop) in props {
-            let value = args.get(key);
-            if let Some(header) = prop.get("x-mcp-header").and_then(Value::as_str) {
-                let text = match value {
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(Value::Bool(b)) => Some(b.to_string()),
-                    Some(Value::Number(n)) => n
-                        .as_i64()
-                        .filter(|i| (-SAFE..=SAFE).contains(i))
-                        .map(|i| i.to_string()),
-                    _ => None,
-                };
-                if let Some(text) = text {
-                    out.push((header.to_owned(), text));
-                }
-            }
-            if let Some(v) = value.filter(|v| v.is_object()) {
-                stack.push((prop, v));
-            }
-        }
-    }
-    out
-}
-
-/// A value as an HTTP header: as is when it is visible ASCII (and spaces inside),
-/// else `=?base64?…?=` (MCP 2026-07-28, Streamable HTTP, Value Encoding).
-fn header_value(value: &str) -> HeaderValue {
-    use base64::Engine as _;
-    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
-    let plain = !value.is_empty()
-        && value.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !sentinel;
-    let text = if plain {
-        value.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(value)
-        )
-    };
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
-    let status = response.status();
-    if status.is_success() {
-        return Ok(());
-    }
-    let challenge = || {
-        Challenge::parse(
-            response
-                .headers()
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-        )
-    };
-    match status.as_u16() {
-        401 => Err(Reply::NeedsLogin(challenge())),
-        403 => match challenge() {
-            Some(c) if c.insufficient_scope() => Err(Reply::NeedsLogin(Some(c))),
-            _ => Err(Reply::Status {
-                status: 403,
-                reason: "it refused the request (HTTP 403 Forbidden)".into(),
-            }),
-        },
-        s if status.is_redirection() => {
-            let to = response
-                .headers()
-                .get("location")
-                .and_then(|l| l.to_str().ok())
-                .unwrap_or("(nowhere)");
-            Err(Reply::Status {
-                status: s,
-                reason: format!(
-                    "it redirected (HTTP {s}) to {}; edgar follows redirects only within the server's origin",
-                    shown(to)
-                ),
-            })
-        }
-        s => Err(Reply::Status {
-            status: s,
-            reason: format!(
-                "HTTP {s} {}",
-                status.canonical_reason().unwrap_or("(unknown status)")
-            ),
-        }),
-    }
-}
-
-/// A connection failure, without the URL (it may carry a secret query).
-pub(crate) fn connect_error(e: &reqwest::Error) -> String {
-    format!("cannot reach it: {}", crate::net::request_error(e))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::request::header_value;
     use super::*;
 
     #[test]

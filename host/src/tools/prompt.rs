@@ -5,8 +5,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::mcp::cache::ToolName;
+use crate::guard::ToolName;
 use crate::mcp::client::Session;
+use crate::tools::pending_line;
 use crate::tools::search::schema_json;
 use crate::tools::search_tool::{ToolSearch, definition};
 
@@ -40,14 +41,4 @@ pub async fn prompt_tools(session: &Session, search: &ToolSearch) -> PromptTools
         names: ready.names,
         unavailable,
     }
-}
-
-/// The one line naming servers still starting, if any.
-pub fn pending_line(pending: &[String]) -> Option<String> {
-    (!pending.is_empty()).then(|| {
-        format!(
-            "still starting: {}; their tools can be found with tool_search once they are ready",
-            pending.join(", ")
-        )
-    })
 }

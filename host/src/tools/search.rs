@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use self::postings::Postings;
 use crate::guard::SanitizedTool;
-use crate::mcp::cache::ToolName;
+use crate::guard::ToolName;
 use crate::tools::tokens;
 
 /// The default most tokens of schema one search may return.

@@ -197,7 +197,7 @@ impl ToolSearch {
             .iter()
             .map(|e| crate::text::shown_message(&e.to_string()))
             .collect();
-        if let Some(line) = crate::tools::prompt::pending_line(&catalog.pending) {
+        if let Some(line) = crate::tools::pending_line(&catalog.pending) {
             unavailable.push(line);
         }
         let tools = catalog.tools;

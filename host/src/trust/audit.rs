@@ -19,7 +19,8 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{TrustError, sha256_hex};
+use super::TrustError;
+use crate::digest::sha256_hex;
 
 /// The audit chain's key: 32 random bytes. Never shown.
 #[derive(Clone)]
@@ -45,12 +46,12 @@ impl AuditKey {
 
     /// Its hex form, for the credential store.
     pub fn to_hex(&self) -> String {
-        crate::guard::hex(&self.0)
+        crate::digest::hex(&self.0)
     }
 
     fn mac(&self, bytes: &[u8]) -> String {
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0);
-        crate::guard::hex(ring::hmac::sign(&key, bytes).as_ref())
+        crate::digest::hex(ring::hmac::sign(&key, bytes).as_ref())
     }
 }
 

@@ -17,8 +17,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{TrustError, canonical_json, sha256_hex};
+use super::TrustError;
 use crate::config::ServerSpec;
+use crate::digest::{canonical_json, sha256_hex};
 use crate::guard::SanitizedTool;
 
 const FORMAT: u32 = 1;

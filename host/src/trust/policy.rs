@@ -13,30 +13,15 @@ use super::TrustError;
 use crate::config::{ServerSpec, Transport};
 use crate::guard::AdapterSource;
 
+pub use crate::config::ToolPolicy;
+#[cfg(test)]
+use crate::paths::choose_policy as choose;
+pub use crate::paths::{SYSTEM_POLICY, policy_file as path};
+pub use crate::text::glob;
 pub use matching::{Mode, resolve as resolve_program, url_matches};
 
-/// Where the system-wide policy lives; when it exists, `$EDGAR_POLICY` is ignored, so a
-/// user cannot swap the administrator's policy for their own.
-pub const SYSTEM_POLICY: &str = "/etc/edgar/policy.json";
 /// Largest policy file read.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
-
-/// The policy file that applies: the system one when it exists, else `$EDGAR_POLICY`.
-pub fn path() -> Option<PathBuf> {
-    choose(Path::new(SYSTEM_POLICY), std::env::var_os("EDGAR_POLICY"))
-}
-
-/// The system file wins whenever it may exist: only a definite "no such file" lets
-/// `$EDGAR_POLICY` apply (a file or directory edgar cannot look into is the system
-/// policy, which then fails to load and stops everything). A relative `$EDGAR_POLICY`
-/// is kept as given, and refused when loaded.
-fn choose(system: &Path, env: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    match std::fs::symlink_metadata(system) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        _ => return Some(system.to_owned()),
-    }
-    env.filter(|v| !v.is_empty()).map(PathBuf::from)
-}
 
 /// What a project's `.mcp.json` may do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -175,29 +160,6 @@ impl SandboxLimits {
             }
         }
         None
-    }
-}
-
-/// The part of the policy that applies to one server's tools and results, kept with its
-/// [`ServerSpec`] so filtering needs no lookup.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolPolicy {
-    pub allow: Option<Vec<String>>,
-    pub deny: Vec<String>,
-    pub max_result_bytes: Option<u64>,
-}
-
-impl ToolPolicy {
-    /// Whether the policy lets the model see and call `server/tool`.
-    pub fn allows(&self, server: &str, tool: &str) -> bool {
-        if self.allow.is_none() && self.deny.is_empty() {
-            return true;
-        }
-        let full = format!("{server}/{tool}");
-        self.allow
-            .as_ref()
-            .is_none_or(|a| a.iter().any(|p| glob(p, &full)))
-            && !self.deny.iter().any(|p| glob(p, &full))
     }
 }
 
@@ -363,31 +325,6 @@ impl ServerRule {
         }
         true
     }
-}
-
-/// `*` matches any run of characters (`/` included), `?` any one character; everything
-/// else matches itself.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]

@@ -198,11 +198,7 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
         }
         h.update(&buf[..n]);
     }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(crate::digest::hex(&h.finalize()))
 }
 
 /// The text of a tool that is embedded: server and tool name as words, then the first

@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 use super::postings::{Postings, Stored as StoredPostings};
 use super::{SearchIndex, model};
+use crate::guard::ToolName;
 use crate::guard::{CachedTool, SanitizedTool};
-use crate::mcp::cache::ToolName;
 
 const MAGIC: &[u8; 8] = b"edgsrch\x01";
 /// Largest index file read (a 10,000-tool catalog with vectors is about 40 MB).

@@ -1,0 +1,143 @@
+//! What every command shares: the runtime, the loaded config, the CLI's session, the
+//! credential store and the audit trail. Commands import this module and never each
+//! other, so there is no circle between them (`mcp` only dispatches to the others).
+
+use anyhow::Context;
+use edgar_host::auth::keys::Keys;
+use edgar_host::auth::store::Store;
+use edgar_host::config::{Config, ConfigPaths, Hold};
+use edgar_host::mcp::client::{Session, SessionOptions};
+use edgar_host::paths;
+use edgar_host::trust::audit::AuditLog;
+use edgar_host::trust::state_dir;
+use serde_json::Value;
+
+/// The credential store of the user's keys file (provider keys and sign-ins).
+pub fn store() -> anyhow::Result<Store> {
+    Ok(Keys::load(paths::config_dir().as_deref())?.store)
+}
+
+/// The user's audit trail, keyed by the key in their credential store when one is
+/// configured.
+pub fn audit_log(dir: &std::path::Path) -> AuditLog {
+    let log = AuditLog::new(dir);
+    match store() {
+        Ok(store) => log.with_key(edgar_host::auth::audit_key::source(store)),
+        Err(_) => log,
+    }
+}
+
+/// Records an event in the audit trail when there is a state directory. One log per
+/// process, so its key is read from the credential store once, however many events.
+pub fn audit(event: &str, fields: Value) {
+    static LOG: std::sync::OnceLock<Option<AuditLog>> = std::sync::OnceLock::new();
+    if let Some(log) = LOG.get_or_init(|| state_dir().map(|d| audit_log(&d))) {
+        log.note(event, fields);
+    }
+}
+
+pub fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
+    let exe = std::env::current_exe().ok();
+    Ok(edgar_host::trust::admit::load(paths, exe.as_deref())?)
+}
+
+/// The CLI's session: on-disk cache, elicitation answered from schema defaults, HTTP
+/// sign-ins from the credential store, pins and the audit trail. No browser: a new
+/// authorization (a 401 the refresh cannot fix, a step-up) starts only from `edgar mcp
+/// login`, which a human runs; elsewhere the error names that command.
+pub fn session(config: &Config, cwd: &std::path::Path) -> Session {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    session_for(config, cwd, terminal)
+}
+
+/// The CLI's session, asking a human at the terminal only when `terminal` says one is
+/// there (never when stdin carries a protocol).
+pub fn session_for(config: &Config, cwd: &std::path::Path, terminal: bool) -> Session {
+    session_with(config, cwd, ask_human(config, terminal))
+}
+
+/// The CLI's elicitation handler: the human at the terminal, if there is one; otherwise
+/// only servers that opted in get their own defaults back.
+pub fn ask_human(
+    config: &Config,
+    terminal: bool,
+) -> std::sync::Arc<dyn edgar_host::mcp::ClientHandler> {
+    std::sync::Arc::new(edgar_host::mcp::elicitation::AskHuman {
+        terminal,
+        defaults_for: config
+            .servers
+            .iter()
+            .filter(|s| s.elicitation_defaults)
+            .map(|s| s.name.clone())
+            .collect(),
+    })
+}
+
+/// The CLI's session with `handler` answering what servers ask.
+pub fn session_with(
+    config: &Config,
+    cwd: &std::path::Path,
+    handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
+) -> Session {
+    let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
+    // A command ends when it has answered: a discovery left running in the background
+    // would be cut off at exit and never cached, so the CLI waits for each server (under
+    // its own startup deadline; a failed one is then left alone for the cool-down).
+    opts.prompt_budget = std::time::Duration::MAX;
+    if let Some(state) = edgar_host::trust::state_dir() {
+        opts = opts.with_trust(&state);
+    }
+    opts.handler = handler;
+    opts.credentials = store().ok();
+    if let Some(store) = opts.credentials.clone() {
+        opts = opts.with_audit_key(store);
+    }
+    Session::new(config, opts)
+}
+
+/// Runs `work` on a session whose servers may be running. SIGINT, SIGTERM or SIGHUP
+/// close every server (end of input, then TERM and KILL to its process group) and exit
+/// with 130, 143 or 129, so Ctrl-C never leaves a server behind.
+pub async fn guarded<T>(session: &Session, work: impl std::future::Future<Output = T>) -> T {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return work.await;
+    };
+    let code = tokio::select! {
+        out = work => return out,
+        _ = int.recv() => 130,
+        _ = term.recv() => 143,
+        _ = hup.recv() => 129,
+    };
+    session.close().await;
+    std::process::exit(code);
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// One stderr line when project servers wait for approval (their tools are not offered).
+pub fn note_held(config: &Config) {
+    let waiting: Vec<&str> = config
+        .held
+        .iter()
+        .filter(|h| matches!(h.why, Hold::NeedsApproval(_)))
+        .map(|h| h.name.as_str())
+        .collect();
+    if !waiting.is_empty() {
+        eprintln!(
+            "edgar: project server(s) waiting for approval, not offered: {} (`edgar mcp approve --all` reviews them)",
+            waiting.join(", ")
+        );
+    }
+}
