@@ -5,7 +5,7 @@
 //! The reference adapter allocates and frees thousands of small JSON values per call and
 //! keeps nothing between calls, so a general-purpose allocator's bookkeeping is pure
 //! cost here: with the guest's inlining, a pass over the corpus took 520 M instructions
-//! with this one against 626 M with `talc` (README, the guard benchmark). Memory never returns to the host anyway (wasm
+//! with this one against 626 M with `talc` (docs/benchmarks.md, the guard). Memory never returns to the host anyway (wasm
 //! memories only grow), and a call that needs more than the store's budget traps as it
 //! would with any allocator. A block freed while others are live is reused at once if it
 //! was the last one handed out (so a growing `Vec` or `String` on top extends in place);
