@@ -1,14 +1,15 @@
-//! The `wasm32-wasip2` component: exports `edgar:schema/adapter` by converting the
-//! native results of this crate into the WIT types.
+//! The `wasm32-wasip2` component: exports `edgar:schema/adapter` and `edgar:schema/scan`
+//! by converting the native results of this crate into the WIT types.
 
 use exports::edgar::schema::adapter as wit;
 
 wit_bindgen::generate!({
     path: "../wit",
-    world: "schema-adapter",
+    world: "scanning-adapter",
 });
 
 crate::wit_conversions!(exports::edgar::schema::adapter);
+crate::scan_conversions!(exports::edgar::schema::scan);
 
 /// Every call allocates many small JSON values and keeps nothing: a per-call arena.
 #[global_allocator]
@@ -42,5 +43,18 @@ impl wit::Guest for Adapter {
         crate::to_result(&result_json)
             .map(output)
             .map_err(rejection)
+    }
+}
+
+impl exports::edgar::schema::scan::Guest for Adapter {
+    fn scan_tool(server: String, tool_json: String) -> Vec<scan_types::Finding> {
+        crate::scan_tool(&server, &tool_json)
+            .into_iter()
+            .map(finding)
+            .collect()
+    }
+
+    fn scan_text(text: String) -> Vec<scan_types::Finding> {
+        crate::scan_text(&text).into_iter().map(finding).collect()
     }
 }

@@ -110,3 +110,36 @@ macro_rules! wit_conversions {
         }
     };
 }
+
+/// Defines `finding` in the calling module, converting this crate's findings to the WIT
+/// type of the `scan` interface module named by `$scan` (usually
+/// `exports::edgar::schema::scan`).
+#[macro_export]
+macro_rules! scan_conversions {
+    ($scan:path) => {
+        use $scan as scan_types;
+
+        fn finding(f: $crate::Finding) -> scan_types::Finding {
+            scan_types::Finding {
+                kind: match f.kind {
+                    $crate::FindingKind::InvisibleText => scan_types::FindingKind::InvisibleText,
+                    $crate::FindingKind::DeceptiveName => scan_types::FindingKind::DeceptiveName,
+                    $crate::FindingKind::Instructions => scan_types::FindingKind::Instructions,
+                    $crate::FindingKind::Shadowing => scan_types::FindingKind::Shadowing,
+                    $crate::FindingKind::Exfiltration => scan_types::FindingKind::Exfiltration,
+                    $crate::FindingKind::Secret => scan_types::FindingKind::Secret,
+                },
+                severity: match f.severity {
+                    $crate::Severity::Low => scan_types::Severity::Low,
+                    $crate::Severity::Medium => scan_types::Severity::Medium,
+                    $crate::Severity::High => scan_types::Severity::High,
+                },
+                rule: f.rule,
+                path: f.path,
+                start: f.start,
+                end: f.end,
+                message: f.message,
+            }
+        }
+    };
+}

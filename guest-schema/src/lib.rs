@@ -14,6 +14,7 @@ pub mod limits;
 mod lower;
 mod name;
 mod result;
+mod scan;
 mod schema;
 mod text;
 mod types;
@@ -23,10 +24,11 @@ pub use arena::Arena;
 pub use lower::{LoweredSchema, MAX_LOSSES, Provider, lower_schema};
 pub use name::{BUILTIN_TOOLS, tool_name};
 pub use result::to_result;
+pub use scan::{MAX_FINDINGS, scan_text, scan_tool};
 pub use schema::to_schema;
 pub use types::{
-    AcceptedTool, ContentBlock, Dropped, EmbeddedResource, Hints, Media, Rejection, RejectionKind,
-    ResourceContents, ResourceLink, ToolOutput,
+    AcceptedTool, ContentBlock, Dropped, EmbeddedResource, Finding, FindingKind, Hints, Media,
+    Rejection, RejectionKind, ResourceContents, ResourceLink, Severity, ToolOutput,
 };
 
 // wit-bindgen's generated export glue is `unsafe` (the allocator above is the only

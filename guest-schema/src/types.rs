@@ -101,3 +101,35 @@ pub struct ToolOutput {
     pub is_error: bool,
     pub blocks: Vec<ContentBlock>,
 }
+
+/// The WIT `severity` of a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+}
+
+/// The WIT `finding-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindingKind {
+    InvisibleText,
+    DeceptiveName,
+    Instructions,
+    Shadowing,
+    Exfiltration,
+    Secret,
+}
+
+/// The WIT `finding`: what a rule found, and where (a byte range of the string at
+/// `path`). The message never quotes a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub rule: String,
+    pub path: String,
+    pub start: u32,
+    pub end: u32,
+    pub message: String,
+}

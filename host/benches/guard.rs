@@ -122,6 +122,33 @@ fn main() {
         "| whole guard per tool (component + host checks + `jsonschema` compile) | {:.1} µs |",
         per(full)
     );
+    // With findings on, as discovery runs it: the same, then `scan-tool` over each tool.
+    let scanned = median(3, || {
+        let t = Instant::now();
+        for (server, list) in &raw {
+            std::hint::black_box(adapter.accept_tools(server, list));
+            std::hint::black_box(adapter.scan_tools(server, list));
+        }
+        t.elapsed()
+    });
+    println!(
+        "| whole guard per tool with findings (`scan-tool` too) | {:.1} µs ({:.2}x without) |",
+        per(scanned),
+        scanned.as_secs_f64() / full.as_secs_f64()
+    );
+    let scan_native = median(ROUNDS, || {
+        let t = Instant::now();
+        for (server, list) in &raw {
+            for json in list {
+                std::hint::black_box(guest_schema::scan_tool(server, json));
+            }
+        }
+        t.elapsed()
+    });
+    println!(
+        "| `scan_tool` alone, native, per tool | {:.1} µs |",
+        per(scan_native)
+    );
 
     const CALLS: usize = 20_000;
     let reused = median(ROUNDS, || {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use edgar_host::guard::Provider;
+use edgar_host::guard::findings::Severity;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -90,6 +91,26 @@ pub enum McpCommand {
     },
     /// Show one server's configuration (environment and header values masked).
     Get { name: String },
+    /// Every MCP configuration on this machine (edgar, Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Windsurf, Codex, Gemini CLI, Zed; user and project files) with
+    /// findings on each entry: secrets written in plain text, clear-text HTTP to another
+    /// host, launchers that fetch the newest release at each start, no confinement.
+    /// Starts nothing unless `--discover` is given.
+    Scan {
+        #[arg(long, conflicts_with = "sarif")]
+        json: bool,
+        /// SARIF 2.1.0, for code scanning in CI.
+        #[arg(long)]
+        sarif: bool,
+        /// Also start each server found (after showing what would run and asking), list
+        /// its tools through the guard and report their findings.
+        #[arg(long)]
+        discover: bool,
+        /// With `--discover`: start them without asking (for scripts; what runs is
+        /// still printed first).
+        #[arg(long, requires = "discover")]
+        yes: bool,
+    },
     /// Add a stdio server (`-- CMD ARGS...`) or an HTTP server (`--url URL`).
     Add {
         name: String,
@@ -292,6 +313,25 @@ pub enum GuardCommand {
         #[command(flatten)]
         adapter: AdapterArg,
     },
+    /// Scan a tool list offline for poisoning, shadowing, invisible characters and
+    /// secrets: a `tools/list` result, a JSON-RPC response carrying one, or an array of
+    /// tools. Exits 1 when a finding at or above --fail-on exists, 0 when none does, 2
+    /// when the input cannot be read.
+    Scan {
+        /// The file to scan (`-` for stdin).
+        file: PathBuf,
+        /// The server the tools come from (default: the file's `server`, else `server`).
+        #[arg(long)]
+        server: Option<String>,
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The least severity that fails the scan: low, medium or high.
+        #[arg(long, value_name = "SEVERITY", default_value = "medium", value_parser = parse_severity)]
+        fail_on: Severity,
+        #[command(flatten)]
+        adapter: AdapterArg,
+    },
     /// Check an adapter against the host's invariants over a tool corpus and hostile
     /// inputs: names, schemas, provider lowerings, determinism, time and memory. Exits 1
     /// when any invariant fails.
@@ -313,6 +353,10 @@ pub struct ProviderArg {
     /// still validated against the full schema.
     #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
     pub provider: Option<Provider>,
+}
+
+fn parse_severity(s: &str) -> Result<Severity, String> {
+    Severity::parse(s).ok_or_else(|| format!("'{s}' is not a severity: low, medium or high"))
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {

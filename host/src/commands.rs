@@ -4,6 +4,7 @@ mod account;
 mod context;
 mod dev;
 mod guard;
+mod inventory;
 mod mcp;
 mod progress;
 mod search;

@@ -8,6 +8,7 @@
 pub mod bound;
 pub mod edit;
 mod expand;
+pub mod foreign;
 pub mod project;
 
 use std::collections::BTreeMap;
@@ -355,6 +356,53 @@ pub struct ToolPolicy {
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
     pub max_result_bytes: Option<u64>,
+    /// What the guard's findings lead to.
+    pub findings: FindingActions,
+}
+
+/// What the session does with the guard's findings (policy `"findings"`): per severity
+/// on a tool, and for a secret in a result. The defaults hold back a tool with a high
+/// finding, warn of a medium one and mask a secret before the model reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FindingActions {
+    pub high: FindingAction,
+    pub medium: FindingAction,
+    pub low: FindingAction,
+    pub secret_in_result: SecretAction,
+}
+
+impl Default for FindingActions {
+    fn default() -> FindingActions {
+        FindingActions {
+            high: FindingAction::Quarantine,
+            medium: FindingAction::Warn,
+            low: FindingAction::Ignore,
+            secret_in_result: SecretAction::Mask,
+        }
+    }
+}
+
+/// What a finding on a tool leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingAction {
+    /// The tool is held back (listed as quarantined, with the finding), and audited.
+    Quarantine,
+    /// The tool is offered; the finding is logged and audited.
+    Warn,
+    /// Nothing.
+    Ignore,
+}
+
+/// What a secret found in a tool's result leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretAction {
+    /// The secret is replaced by a marker naming its rule before the model reads it.
+    Mask,
+    /// The call fails with the rule's name; the result is not shown.
+    Block,
 }
 
 impl ToolPolicy {

@@ -11,6 +11,7 @@ mod artifact;
 mod bindings;
 pub(crate) mod check;
 mod engine;
+pub mod findings;
 pub mod kit;
 pub mod limits;
 pub mod provider;
@@ -500,6 +501,72 @@ impl Adapter {
         if self.pre.lowers() { "0.2" } else { "0.1" }
     }
 
+    /// Whether the adapter reports findings (exports `edgar:schema/scan`).
+    pub fn scans(&self) -> bool {
+        self.pre.scans()
+    }
+
+    /// The findings on each tool (JSON text, as the server sent it), in one sandboxed
+    /// instance within [`GUARD_BATCH_DEADLINE`]; one result per tool. An adapter without
+    /// `scan` finds nothing.
+    pub fn scan_tools(
+        &self,
+        server: &str,
+        tools: &[String],
+    ) -> Vec<Result<Vec<findings::Finding>, GuardError>> {
+        let mut session = self.session();
+        session.batch_ends = Some(Instant::now() + GUARD_BATCH_DEADLINE);
+        tools
+            .iter()
+            .map(|t| {
+                if session.batch_spent() {
+                    return Err(GuardError::Failed {
+                        subject: Subject::new(server, None),
+                        reason: format!(
+                            "ran past its {} s limit for one tool list; not scanned",
+                            GUARD_BATCH_DEADLINE.as_secs()
+                        ),
+                    });
+                }
+                session.scan_tool(server, t)
+            })
+            .collect()
+    }
+
+    /// The findings on each text block of `output` (what the model would read), by
+    /// block index, in one sandboxed instance. An adapter without `scan` finds nothing.
+    pub fn scan_output(
+        &self,
+        server: &str,
+        tool: &str,
+        output: &ToolOutput,
+    ) -> Result<Vec<(usize, Vec<findings::Finding>)>, GuardError> {
+        if !self.scans() {
+            return Ok(Vec::new());
+        }
+        let mut session = self.session();
+        let subject = Subject::new(server, Some(tool));
+        let mut out = Vec::new();
+        for (i, block) in output.content.iter().enumerate() {
+            let ContentBlock::Text { text } = block else {
+                continue;
+            };
+            let raw = session
+                .call(&subject, |g, s| g.scan_text(s, text))?
+                .unwrap_or_default();
+            let found = findings::check(raw, findings::Scanned::Text(text)).map_err(|reason| {
+                GuardError::BadOutput {
+                    subject: subject.clone(),
+                    reason,
+                }
+            })?;
+            if !found.is_empty() {
+                out.push((i, found));
+            }
+        }
+        Ok(out)
+    }
+
     /// The most linear memory any instance of this adapter has held so far, in bytes.
     pub fn peak_memory(&self) -> usize {
         self.peak_memory.load(Ordering::Relaxed)
@@ -771,6 +838,35 @@ impl<'a> Session<'a> {
             .and_then(|()| check::bound(&name, server, tool))
             .map_err(|reason| GuardError::BadOutput { subject, reason })?;
         Ok(name)
+    }
+
+    fn scan_tool(
+        &mut self,
+        server: &str,
+        tool_json: &str,
+    ) -> Result<Vec<findings::Finding>, GuardError> {
+        let subject = Subject::new(server, None);
+        if tool_json.len() > MAX_TOOL_JSON_BYTES {
+            return Err(GuardError::TooLarge {
+                subject,
+                what: "the tool definition",
+                size: tool_json.len(),
+                limit: MAX_TOOL_JSON_BYTES,
+            });
+        }
+        let raw = self
+            .call(&subject, |g, s| g.scan_tool(s, server, tool_json))?
+            .unwrap_or_default();
+        if raw.is_empty() {
+            return Ok(Vec::new());
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(tool_json).map_err(|e| GuardError::BadOutput {
+                subject: subject.clone(),
+                reason: format!("findings on a tool that is not JSON ({e})"),
+            })?;
+        findings::check(raw, findings::Scanned::Tool(&value))
+            .map_err(|reason| GuardError::BadOutput { subject, reason })
     }
 
     fn accept(&mut self, server: &str, tool_json: &str) -> Result<SanitizedTool, GuardError> {

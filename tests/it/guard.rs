@@ -277,7 +277,7 @@ fn incompatible_components_are_refused_with_a_clear_message() {
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("other-version"))));
     assert!(
         e.contains("edgar:schema/adapter@0.3.0")
-            && e.contains("must export edgar:schema/adapter@0.2.0 (or the previous edgar:schema/adapter@0.1.0)"),
+            && e.contains("must export edgar:schema/adapter@0.2.1 (or the previous edgar:schema/adapter@0.1.0)"),
         "{e}"
     );
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("wrong-shape"))));

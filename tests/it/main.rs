@@ -3,12 +3,14 @@
 
 mod approved_only;
 mod auth_cli;
+mod findings;
 mod gateway;
 mod guard;
 mod guard_cli;
 mod hardening;
 mod house;
 mod instant_on;
+mod inventory;
 mod loopback;
 mod mcp_auth;
 mod mcp_cli;

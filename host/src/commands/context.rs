@@ -141,3 +141,22 @@ pub fn note_held(config: &Config) {
         );
     }
 }
+
+/// Asks y/N on the terminal (on stderr, so stdout stays the command's output); `--yes`
+/// answers for scripts. Off a terminal without `--yes`, the answer is no, said so.
+pub fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        eprintln!("{question} yes (--yes)");
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        eprintln!("{question} not asked: no terminal");
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}

@@ -56,6 +56,12 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 bail!("no server named '{name}' in {}", file.display())
             }
         }
+        McpCommand::Scan {
+            json,
+            sarif,
+            discover,
+            yes,
+        } => super::inventory::run(&cwd, json, sarif, discover.then_some(yes)),
         McpCommand::Get { name } => {
             let config = load(&paths)?;
             let Some(spec) = config.server(&name) else {

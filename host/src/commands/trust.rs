@@ -3,7 +3,7 @@
 //! run or be contacted, with control characters escaped (a project file or a server
 //! could otherwise rewrite the terminal under the question).
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -16,7 +16,7 @@ use edgar_host::trust::pins::{self, LOCK_FILE, LockFile, LockedServer, PinFile, 
 use edgar_host::trust::state_dir;
 use serde_json::{Value, json};
 
-use super::context::{audit, audit_log, runtime, session};
+use super::context::{audit, audit_log, confirm, runtime, session};
 
 fn state() -> anyhow::Result<std::path::PathBuf> {
     state_dir().context("no state directory for approvals and pins: set HOME or XDG_STATE_HOME")
@@ -392,22 +392,20 @@ fn quote(s: &str) -> String {
     }
 }
 
-/// Asks y/N on the terminal; `--yes` answers for scripts. Off a terminal without
-/// `--yes`, nothing is approved (and `approve` says how to, once everything is shown).
-fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
-    if yes {
-        println!("{question} yes (--yes)");
-        return Ok(true);
-    }
-    if !std::io::stdin().is_terminal() {
-        println!("{question} not asked: no terminal");
-        return Ok(false);
-    }
-    eprint!("{question} [y/N] ");
-    std::io::stderr().flush()?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+/// Why a pending tool waits: what changed since its pin, else what the guard found, else
+/// that it is new.
+fn pending_change(file: &PinFile, tool: &str, p: &pins::Pin) -> String {
+    let changed = file
+        .tools
+        .get(tool)
+        .filter(|old| old.digest != p.digest)
+        .map(|old| pins::what_changed(&old.view, &p.view));
+    let found = p
+        .finding
+        .as_ref()
+        .map(|f| format!("the guard found {}", edgar_host::text::visible(f)));
+    // A changed tool says what changed; its finding is shown apart (`finding`).
+    changed.or(found).unwrap_or_else(|| "new tool".to_owned())
 }
 
 /// Shows each changed or new tool against its pin and accepts them if the human agrees.
@@ -464,6 +462,23 @@ fn approve_pins(
 fn describe_pending(file: &PinFile, out: &mut String) {
     use std::fmt::Write as _;
     for (tool, new) in &file.pending {
+        if let Some(finding) = &new.finding {
+            // The guard's finding, and the whole tool as it is (invisible characters
+            // escaped), so the human sees what the finding is about.
+            let _ = writeln!(
+                out,
+                "tool '{}': the guard found {}",
+                escaped(tool),
+                edgar_host::text::visible(finding)
+            );
+            let changed = file.tools.get(tool).is_some_and(|o| o.digest != new.digest);
+            if !changed {
+                for line in lines_of(Some(&new.view)) {
+                    let _ = writeln!(out, "    {line}");
+                }
+                continue;
+            }
+        }
         match file.tools.get(tool) {
             Some(old) => {
                 let _ = writeln!(
@@ -606,8 +621,8 @@ pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow:
                     "launch": file.launch,
                     "tools": file.tools.iter().map(|(k, p)| (k.clone(), json!(p.digest))).collect::<serde_json::Map<_, _>>(),
                     "pending": file.pending.iter().map(|(k, p)| {
-                        let change = file.tools.get(k).map_or("new tool".to_owned(), |old| pins::what_changed(&old.view, &p.view));
-                        (k.clone(), json!({"digest": p.digest, "change": change}))
+                        let change = pending_change(&file, k, p);
+                        (k.clone(), json!({"digest": p.digest, "change": change, "finding": p.finding}))
                     }).collect::<serde_json::Map<_, _>>(),
                 }),
             );
@@ -624,15 +639,22 @@ pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow:
             writeln!(out, "  {}\t{}", escaped(tool), short(&p.digest))?;
         }
         for (tool, p) in &file.pending {
-            let change = file.tools.get(tool).map_or("new tool".to_owned(), |old| {
-                pins::what_changed(&old.view, &p.view)
-            });
+            let change = pending_change(&file, tool, p);
             writeln!(
                 out,
                 "  {}\t{}\tquarantined: {change}",
                 escaped(tool),
                 short(&p.digest)
             )?;
+            if let Some(f) = &p.finding
+                && !change.starts_with("the guard found")
+            {
+                writeln!(
+                    out,
+                    "  \t\tthe guard found {}",
+                    edgar_host::text::visible(f)
+                )?;
+            }
         }
     }
     if json_out {

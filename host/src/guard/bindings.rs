@@ -1,9 +1,13 @@
-//! Host bindings generated from `wit/schema.wit`, and the one place that tells the two
+//! Host bindings generated from `wit/schema.wit`, and the one place that tells the
 //! contract versions apart: a component exporting `adapter@0.2.x` is called through the
 //! generated bindings, one exporting `adapter@0.1.x` (before `lower-schema`) through its
-//! three functions, each type-checked against the same records.
+//! three functions, each type-checked against the same records. The optional `scan`
+//! interface (0.2.1) has bindings of its own, loaded from the same instance when the
+//! component exports it.
 
 use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre};
+
+use scanner::ScannerIndices;
 use wasmtime::{AsContextMut, Store};
 
 use super::sandbox::HostState;
@@ -13,11 +17,24 @@ wasmtime::component::bindgen!({
     world: "schema-adapter",
 });
 
+/// The optional `scan` interface, in a world of its own so a component without it still
+/// loads through the adapter's bindings.
+mod scanner {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "scanner",
+    });
+}
+
 /// The exported interface's generated types and call wrappers.
 pub use exports::edgar::schema::adapter as wit;
+/// The `scan` interface's generated types.
+pub use scanner::exports::edgar::schema::scan as scan_wit;
 
 /// The interface a current component exports (semver-compatible minor versions match).
-pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.2.0";
+pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.2.1";
+/// The optional findings interface (0.2.1 and later).
+pub const SCAN_EXPORT: &str = "edgar:schema/scan@0.2.1";
 /// The contract before `lower-schema`: still loaded, given the generic profile.
 pub const PREVIOUS_EXPORT: &str = "edgar:schema/adapter@0.1.0";
 
@@ -32,7 +49,12 @@ type OutputResult = (Result<wit::ToolOutput, wit::Rejection>,);
 
 /// A type-checked adapter component ready to instantiate, of either contract version.
 pub(super) enum AdapterPre {
-    Current(SchemaAdapterPre<HostState>),
+    Current {
+        pre: InstancePre<HostState>,
+        adapter: SchemaAdapterIndices,
+        /// The `scan` export's indices, when the component has one.
+        scan: Option<ScannerIndices>,
+    },
     Previous {
         pre: InstancePre<HostState>,
         funcs: [ComponentExportIndex; 3],
@@ -41,7 +63,7 @@ pub(super) enum AdapterPre {
 
 /// One instance of an adapter.
 pub(super) enum Instance {
-    Current(SchemaAdapter),
+    Current(SchemaAdapter, Option<scanner::Scanner>),
     Previous([Func; 3]),
 }
 
@@ -62,21 +84,51 @@ pub(super) fn version(component: &Component) -> Option<Version> {
 }
 
 impl AdapterPre {
+    /// A current adapter, with its `scan` export when `component` has one (an export of
+    /// the wrong shape is an error, not an absence).
+    pub(super) fn current(
+        component: &Component,
+        pre: InstancePre<HostState>,
+    ) -> wasmtime::Result<AdapterPre> {
+        let scan = match component.get_export_index(None, SCAN_EXPORT) {
+            Some(_) => Some(ScannerIndices::new(&pre)?),
+            None => None,
+        };
+        Ok(AdapterPre::Current {
+            adapter: SchemaAdapterIndices::new(&pre)?,
+            pre,
+            scan,
+        })
+    }
+
     pub(super) fn engine(&self) -> &wasmtime::Engine {
         match self {
-            AdapterPre::Current(pre) => pre.engine(),
+            AdapterPre::Current { pre, .. } => pre.engine(),
             AdapterPre::Previous { pre, .. } => pre.engine(),
         }
     }
 
     /// Whether the adapter implements `lower-schema`.
     pub(super) fn lowers(&self) -> bool {
-        matches!(self, AdapterPre::Current(_))
+        matches!(self, AdapterPre::Current { .. })
+    }
+
+    /// Whether the adapter implements `scan`.
+    pub(super) fn scans(&self) -> bool {
+        matches!(self, AdapterPre::Current { scan: Some(_), .. })
     }
 
     pub(super) fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Instance> {
         match self {
-            AdapterPre::Current(pre) => pre.instantiate(store).map(Instance::Current),
+            AdapterPre::Current { pre, adapter, scan } => {
+                let instance = pre.instantiate(&mut *store)?;
+                let adapter = adapter.load(&mut *store, &instance)?;
+                let scanner = match scan {
+                    Some(indices) => Some(indices.load(&mut *store, &instance)?),
+                    None => None,
+                };
+                Ok(Instance::Current(adapter, scanner))
+            }
             AdapterPre::Previous { pre, funcs } => {
                 let instance = pre.instantiate(&mut *store)?;
                 let mut found = Vec::with_capacity(3);
@@ -116,7 +168,7 @@ impl Instance {
         tool: &str,
     ) -> wasmtime::Result<Result<String, wit::Rejection>> {
         match self {
-            Instance::Current(a) => a.edgar_schema_adapter().call_tool_name(store, server, tool),
+            Instance::Current(a, _) => a.edgar_schema_adapter().call_tool_name(store, server, tool),
             Instance::Previous([f, ..]) => {
                 let typed = f.typed::<NameCall<'_>, NameResult>(&*store)?;
                 Ok(typed.call(store.as_context_mut(), (server, tool))?.0)
@@ -131,7 +183,7 @@ impl Instance {
         tool_json: &str,
     ) -> wasmtime::Result<Result<wit::AcceptedTool, wit::Rejection>> {
         match self {
-            Instance::Current(a) => a
+            Instance::Current(a, _) => a
                 .edgar_schema_adapter()
                 .call_to_schema(store, server, tool_json),
             Instance::Previous([_, f, _]) => {
@@ -147,7 +199,7 @@ impl Instance {
         result_json: &str,
     ) -> wasmtime::Result<Result<wit::ToolOutput, wit::Rejection>> {
         match self {
-            Instance::Current(a) => a.edgar_schema_adapter().call_to_result(store, result_json),
+            Instance::Current(a, _) => a.edgar_schema_adapter().call_to_result(store, result_json),
             Instance::Previous([.., f]) => {
                 let typed = f.typed::<ResultCall<'_>, OutputResult>(&*store)?;
                 Ok(typed.call(store.as_context_mut(), (result_json,))?.0)
@@ -164,12 +216,43 @@ impl Instance {
         schema: &str,
     ) -> wasmtime::Result<Result<wit::LoweredSchema, wit::Rejection>> {
         match self {
-            Instance::Current(a) => a
+            Instance::Current(a, _) => a
                 .edgar_schema_adapter()
                 .call_lower_schema(store, provider, schema),
             Instance::Previous(_) => Err(wasmtime::format_err!(
                 "the adapter implements {PREVIOUS_EXPORT}, which has no lower-schema"
             )),
+        }
+    }
+
+    /// `scan-tool`; `None` when the adapter has no `scan` (callers ask
+    /// [`AdapterPre::scans`] first).
+    pub(super) fn scan_tool(
+        &self,
+        store: &mut Store<HostState>,
+        server: &str,
+        tool_json: &str,
+    ) -> wasmtime::Result<Option<Vec<scan_wit::Finding>>> {
+        match self {
+            Instance::Current(_, Some(s)) => s
+                .edgar_schema_scan()
+                .call_scan_tool(store, server, tool_json)
+                .map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// `scan-text`; `None` when the adapter has no `scan`.
+    pub(super) fn scan_text(
+        &self,
+        store: &mut Store<HostState>,
+        text: &str,
+    ) -> wasmtime::Result<Option<Vec<scan_wit::Finding>>> {
+        match self {
+            Instance::Current(_, Some(s)) => {
+                s.edgar_schema_scan().call_scan_text(store, text).map(Some)
+            }
+            _ => Ok(None),
         }
     }
 }

@@ -10,7 +10,7 @@ use wasmtime::component::{Component, Linker, ResourceTableError};
 use wasmtime::{Config, Engine, OptLevel, Trap};
 
 use super::GUARD_DEADLINE;
-use super::bindings::{ADAPTER_EXPORT, AdapterPre, PREVIOUS_EXPORT, SchemaAdapterPre, Version};
+use super::bindings::{ADAPTER_EXPORT, AdapterPre, PREVIOUS_EXPORT, Version};
 use super::limits::{LimitExceeded, MAX_HOST_RESOURCES};
 use super::sandbox::{self, HostState};
 
@@ -142,9 +142,7 @@ pub(super) fn instantiate_pre(
         .instantiate_pre(component)
         .map_err(|e| format!("{e:#}"))?;
     match version {
-        Version::Current => SchemaAdapterPre::new(pre)
-            .map(AdapterPre::Current)
-            .map_err(|e| format!("{e:#}")),
+        Version::Current => AdapterPre::current(component, pre).map_err(|e| format!("{e:#}")),
         Version::Previous(funcs) => {
             let adapter = AdapterPre::Previous { pre, funcs };
             let _ticking = Ticking::start();

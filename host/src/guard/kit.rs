@@ -205,6 +205,7 @@ pub fn check(adapter: &Adapter, corpus: &[CorpusServer]) -> Report {
         ),
     });
 
+    checks.push(findings(adapter, corpus));
     checks.push(names(adapter, &ok));
     checks.push(hostile(adapter));
     let lowered = providers(adapter, &ok, &mut checks);
@@ -237,6 +238,47 @@ pub fn check(adapter: &Adapter, corpus: &[CorpusServer]) -> Report {
         servers: corpus.len(),
         tools,
         checks,
+    }
+}
+
+/// Findings: every scan of the corpus comes back and passes the host's checks (spans on
+/// the strings they name, short safe lines, a bounded count). An adapter without `scan`
+/// passes, saying it reports none.
+fn findings(adapter: &Adapter, corpus: &[CorpusServer]) -> Check {
+    if !adapter.scans() {
+        return Check {
+            name: "findings",
+            pass: true,
+            detail: "no edgar:schema/scan export: the adapter reports no findings".into(),
+        };
+    }
+    let (mut tools, mut flagged, mut by) = (0, 0, [0usize; 3]);
+    let mut errors = Vec::new();
+    for s in corpus {
+        for r in adapter.scan_tools(&s.server, &s.tools) {
+            tools += 1;
+            match r {
+                Ok(found) => {
+                    flagged += usize::from(!found.is_empty());
+                    for f in found {
+                        by[f.severity as usize] += 1;
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    Check {
+        name: "findings",
+        pass: errors.is_empty(),
+        detail: format!(
+            "{flagged} of {tools} tools with findings ({} high, {} medium, {} low); {} scans refused by the host or failed{}",
+            by[2],
+            by[1],
+            by[0],
+            errors.len(),
+            first(&errors)
+        ),
     }
 }
 

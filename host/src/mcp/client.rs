@@ -18,7 +18,9 @@ mod call;
 mod catalog;
 mod connect;
 mod discovery;
+mod findings;
 mod hints;
+mod inspect;
 mod refresh;
 
 use super::McpError;
@@ -41,6 +43,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use connect::TransportHandle;
 pub use hints::confinement_line;
+pub use inspect::Inspection;
 
 /// Most `tools/list` pages followed before a server is considered broken.
 pub const MAX_PAGES: usize = 100;

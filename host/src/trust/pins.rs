@@ -34,6 +34,13 @@ pub struct Pin {
     pub digest: String,
     pub view: Value,
     pub at: u64,
+    /// A human accepted exactly this view (`edgar mcp approve`), rather than its first
+    /// discovery pinning it: only such a pin lets a tool the guard flagged through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+    /// What the guard found in a pending tool, for the human who reviews it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<String>,
 }
 
 /// A server's pins, and the changes waiting for a human.
@@ -209,6 +216,20 @@ impl PinStore {
         tools: Vec<SanitizedTool>,
         now: u64,
     ) -> Result<Checked, TrustError> {
+        self.check_with_findings(spec, tools, now, &BTreeMap::new())
+    }
+
+    /// [`PinStore::check`], with the tools the guard flagged (tool name -> the finding,
+    /// in words): a flagged tool passes only with a pin a human approved for exactly its
+    /// view; otherwise it is quarantined with the finding as its change (never pinned by
+    /// a first discovery or a lock), and `approve` shows the finding.
+    pub fn check_with_findings(
+        &self,
+        spec: &ServerSpec,
+        tools: Vec<SanitizedTool>,
+        now: u64,
+        flagged: &BTreeMap<String, String>,
+    ) -> Result<Checked, TrustError> {
         let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
             .map_err(|e| TrustError::file(&self.path(spec), e))?;
         let existing = self.read(spec)?;
@@ -240,9 +261,12 @@ impl PinStore {
                 .as_ref()
                 .is_none_or(|l| l.tools.get(t.tool()) == Some(&d));
             let pinned = file.tools.get(t.tool());
-            let pin_ok = match pinned {
-                Some(p) => p.digest == d,
-                None => first || locked.is_some(),
+            let finding = flagged.get(t.tool());
+            let pin_ok = match (pinned, finding) {
+                (Some(p), None) => p.digest == d,
+                (Some(p), Some(_)) => p.digest == d && p.approved,
+                (None, None) => first || locked.is_some(),
+                (None, Some(_)) => false,
             };
             if lock_ok && pin_ok {
                 if pinned.is_none() {
@@ -255,22 +279,27 @@ impl PinStore {
                             digest: d,
                             view: v,
                             at: now,
+                            approved: false,
+                            finding: None,
                         },
                     );
                 }
                 out.accepted.push(t);
                 continue;
             }
-            let change = match file.tools.get(t.tool()) {
-                Some(p) if p.digest != d => what_changed(&p.view, &v),
-                _ if locked
-                    .as_ref()
-                    .is_some_and(|l| l.tools.contains_key(t.tool())) =>
-                {
-                    "differs from .mcp.lock".into()
-                }
-                Some(_) => "not in .mcp.lock".into(),
-                None => "new tool".into(),
+            let change = match (file.tools.get(t.tool()), finding) {
+                (Some(p), _) if p.digest != d => what_changed(&p.view, &v),
+                (_, Some(f)) => format!("the guard found {f}"),
+                (p, None) => match p {
+                    _ if locked
+                        .as_ref()
+                        .is_some_and(|l| l.tools.contains_key(t.tool())) =>
+                    {
+                        "differs from .mcp.lock".into()
+                    }
+                    Some(_) => "not in .mcp.lock".into(),
+                    None => "new tool".into(),
+                },
             };
             let q = Quarantined {
                 name: t.name().to_owned(),
@@ -287,6 +316,8 @@ impl PinStore {
                     digest: d,
                     view: v,
                     at: now,
+                    approved: false,
+                    finding: finding.cloned(),
                 },
             );
         }
@@ -320,7 +351,9 @@ impl PinStore {
             .cloned()
             .collect();
         for name in &names {
-            if let Some(p) = file.pending.remove(name) {
+            if let Some(mut p) = file.pending.remove(name) {
+                p.approved = true;
+                p.finding = None;
                 file.tools.insert(name.clone(), p);
             }
         }

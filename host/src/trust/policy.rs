@@ -10,7 +10,7 @@ use serde::Deserialize;
 mod matching;
 
 use super::TrustError;
-use crate::config::{ServerSpec, Transport};
+use crate::config::{FindingActions, ServerSpec, Transport};
 use crate::guard::AdapterSource;
 
 pub use crate::config::ToolPolicy;
@@ -100,6 +100,10 @@ pub struct Policy {
     pub deny_tools: Vec<String>,
     /// The largest tool result (bytes of JSON) accepted from any server.
     pub max_result_bytes: Option<u64>,
+    /// What the guard's findings lead to (defaults: hold back high, warn of medium,
+    /// mask secrets in results).
+    #[serde(default)]
+    pub findings: FindingActions,
     /// Stdio servers run only confined: an entry without a `"sandbox"` profile, or with
     /// `"sandbox": "off"`, does not start.
     #[serde(default)]
@@ -266,6 +270,7 @@ impl Policy {
             allow: self.allow_tools.clone(),
             deny: self.deny_tools.clone(),
             max_result_bytes: self.max_result_bytes,
+            findings: self.findings,
         }
     }
 }

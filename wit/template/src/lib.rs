@@ -11,10 +11,11 @@ use exports::edgar::schema::adapter as wit;
 wit_bindgen::generate!({
     // The contract, `wit/schema.wit` of edgar (copy it beside this crate when you move it).
     path: "../schema.wit",
-    world: "schema-adapter",
+    world: "scanning-adapter",
 });
 
 guest_schema::wit_conversions!(exports::edgar::schema::adapter);
+guest_schema::scan_conversions!(exports::edgar::schema::scan);
 
 /// The reference policy's per-call arena: much faster than the default allocator here.
 #[global_allocator]
@@ -49,5 +50,19 @@ impl wit::Guest for MyAdapter {
         guest_schema::lower_schema(provider(p), &input_schema)
             .map(lowered)
             .map_err(rejection)
+    }
+}
+
+/// Findings: the reference rules. Add your own, or return none.
+impl exports::edgar::schema::scan::Guest for MyAdapter {
+    fn scan_tool(server: String, tool_json: String) -> Vec<scan_types::Finding> {
+        guest_schema::scan_tool(&server, &tool_json)
+            .into_iter()
+            .map(finding)
+            .collect()
+    }
+
+    fn scan_text(text: String) -> Vec<scan_types::Finding> {
+        guest_schema::scan_text(&text).into_iter().map(finding).collect()
     }
 }

@@ -176,19 +176,33 @@ impl SessionInner {
         // The built-in adapter converts a small result in microseconds (its work is linear
         // in the input): inline is cheaper than any hand-off. Anything else runs off the
         // async workers, bounded by the guard's deadline.
-        let out = if server.spec.adapter == AdapterSource::Builtin
-            && text.get().len() <= INLINE_GUARD_BYTES
-        {
-            adapter.to_result(&server_name, &tool_name, text.get())?
-        } else {
-            run_guard(move || adapter.to_result(&server_name, &tool_name, text.get()))
-                .await
-                .map_err(|reason| McpError::Start {
-                    server: tool.server().to_owned(),
-                    reason,
-                })??
+        // Then its findings: secrets masked (or the call blocked) before the model reads it.
+        let inline =
+            server.spec.adapter == AdapterSource::Builtin && text.get().len() <= INLINE_GUARD_BYTES;
+        let screen = adapter.scans().then(|| super::findings::Screen {
+            actions: server.spec.tool_policy.findings,
+            server: server_name.clone(),
+            tool: tool_name.clone(),
+            name: tool.name().to_owned(),
+            audit: self.opts.audit.clone(),
+        });
+        let screen = move |adapter: &Adapter, out: ToolOutput| match &screen {
+            Some(s) => s.apply(adapter, out),
+            None => Ok(out),
         };
-        Ok(out)
+        if inline {
+            let out = adapter.to_result(&server_name, &tool_name, text.get())?;
+            return screen(&adapter, out);
+        }
+        run_guard(move || {
+            let out = adapter.to_result(&server_name, &tool_name, text.get())?;
+            screen(&adapter, out)
+        })
+        .await
+        .map_err(|reason| McpError::Start {
+            server: tool.server().to_owned(),
+            reason,
+        })?
     }
 
     /// The tool by model-visible name or `server/tool`, as its list and index (no clone).

@@ -2,7 +2,7 @@
 //! and the pins over what it said, and the cache entry written from it. A failure is
 //! recorded so the cool-down can leave the server alone.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -11,7 +11,8 @@ use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::config::ServerSpec;
-use crate::guard::{Adapter, SanitizedTool};
+use crate::guard::findings::Finding;
+use crate::guard::{Adapter, GuardError, SanitizedTool};
 use crate::mcp::McpError;
 use crate::mcp::cache::{Entry, Failure, Timings, now};
 use crate::mcp::connection::Connection;
@@ -130,12 +131,13 @@ pub(super) fn pin_tools(
     audit: Option<&AuditLog>,
     spec: &ServerSpec,
     tools: Vec<SanitizedTool>,
+    flagged: &BTreeMap<String, String>,
 ) -> Result<(Vec<SanitizedTool>, Vec<Quarantined>), McpError> {
     let Some(pins) = pins else {
-        return Ok((tools, Vec::new()));
+        return Ok(super::findings::hold_back(tools, flagged));
     };
     let checked = pins
-        .check(spec, tools, now())
+        .check_with_findings(spec, tools, now(), flagged)
         .map_err(|e| McpError::Start {
             server: spec.name.clone(),
             reason: format!("its tool pins cannot be checked: {e}"),
@@ -173,26 +175,41 @@ pub(super) fn pin_tools(
     Ok((checked.accepted, checked.quarantined))
 }
 
-/// Runs the tools through the guard (off the async runtime) and applies the config's
-/// tool filters. Refused tools are logged and listed, never fatal.
-pub(super) async fn guard_tools(
+/// What the guard made of a server's tools: those accepted, each with its scan when the
+/// adapter reports findings, and those refused (with why).
+pub(super) type Screened = (
+    Vec<(SanitizedTool, Option<Result<Vec<Finding>, GuardError>>)>,
+    Vec<String>,
+);
+
+/// Runs the tools through the guard and, when the adapter reports findings, its scan, off
+/// the async runtime. A refused tool is logged and listed, never fatal.
+pub(super) async fn screen_tools(
     adapter: &Arc<Adapter>,
     spec: &ServerSpec,
     raw: Vec<String>,
-) -> Result<(Vec<SanitizedTool>, Vec<String>), McpError> {
+) -> Result<Screened, McpError> {
     let adapter = adapter.clone();
     let server = spec.name.clone();
-    let results = tokio::task::spawn_blocking(move || adapter.accept_tools(&server, &raw))
-        .await
-        .map_err(|e| McpError::Start {
-            server: spec.name.clone(),
-            reason: format!("the guard task failed: {e}"),
-        })?;
+    let (results, scans) = tokio::task::spawn_blocking(move || {
+        let results = adapter.accept_tools(&server, &raw);
+        let scans = adapter
+            .scans()
+            .then(|| adapter.scan_tools(&server, &raw[..results.len().min(raw.len())]));
+        (results, scans)
+    })
+    .await
+    .map_err(|e| McpError::Start {
+        server: spec.name.clone(),
+        reason: format!("the guard task failed: {e}"),
+    })?;
     let mut tools = Vec::new();
     let mut refused = Vec::new();
+    let mut scans = scans.map(Vec::into_iter);
     for r in results {
+        let scan = scans.as_mut().and_then(Iterator::next);
         match r {
-            Ok(t) => tools.push(t),
+            Ok(t) => tools.push((t, scan)),
             Err(e) => {
                 tracing::warn!(server = spec.name, "tool refused: {e}");
                 refused.push(e.to_string());
@@ -200,6 +217,27 @@ pub(super) async fn guard_tools(
         }
     }
     Ok((tools, refused))
+}
+
+/// [`screen_tools`], then the findings judged (see `findings::judge`): the tools
+/// accepted, those refused, and those whose findings hold them back.
+pub(super) async fn guard_tools(
+    adapter: &Arc<Adapter>,
+    spec: &ServerSpec,
+    raw: Vec<String>,
+    audit: Option<&AuditLog>,
+) -> Result<(Vec<SanitizedTool>, Vec<String>, BTreeMap<String, String>), McpError> {
+    let (screened, refused) = screen_tools(adapter, spec, raw).await?;
+    let mut tools = Vec::with_capacity(screened.len());
+    let mut scanned = Vec::new();
+    for (t, scan) in screened {
+        if let Some(scan) = scan {
+            scanned.push((t.tool().to_owned(), scan));
+        }
+        tools.push(t);
+    }
+    let flagged = super::findings::judge(spec, scanned, audit);
+    Ok((tools, refused, flagged))
 }
 
 impl SessionInner {
@@ -309,12 +347,14 @@ impl SessionInner {
             let (raw, ttl_ms) = list_tools(name, &conn, spec.startup_timeout).await?;
             timings.list_ms = Some(ms(phase));
             let phase = std::time::Instant::now();
-            let (tools, refused) = guard_tools(&adapter, spec, raw).await?;
+            let (tools, refused, flagged) =
+                guard_tools(&adapter, spec, raw, self.opts.audit.as_ref()).await?;
             let (tools, quarantined) = pin_tools(
                 self.opts.pins.as_deref(),
                 self.opts.audit.as_ref(),
                 spec,
                 tools,
+                &flagged,
             )?;
             timings.guard_ms = Some(ms(phase));
             let entry = Entry {

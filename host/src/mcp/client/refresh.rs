@@ -126,12 +126,13 @@ impl SessionInner {
                     match list_tools(&spec.name, &running.conn, spec.startup_timeout).await {
                         Ok((raw, ttl)) => {
                             ttl_ms = ttl;
-                            guard_tools(&adapter, &spec, raw).await
+                            guard_tools(&adapter, &spec, raw, audit.as_ref()).await
                         }
                         Err(e) => Err(e),
                     };
-                let refreshed = refreshed.and_then(|(tools, refused)| {
-                    let (tools, q) = pin_tools(pins.as_deref(), audit.as_ref(), &spec, tools)?;
+                let refreshed = refreshed.and_then(|(tools, refused, flagged)| {
+                    let (tools, q) =
+                        pin_tools(pins.as_deref(), audit.as_ref(), &spec, tools, &flagged)?;
                     Ok((tools, refused, q))
                 });
                 match refreshed {

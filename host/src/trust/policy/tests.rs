@@ -58,6 +58,7 @@ fn tool_rules_match_server_slash_tool() {
         allow: Some(vec!["github/*".into()]),
         deny: vec!["*/delete_*".into()],
         max_result_bytes: None,
+        findings: Default::default(),
     };
     assert!(p.allows("github", "list_issues"));
     assert!(!p.allows("github", "delete_repo"));

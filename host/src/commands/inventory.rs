@@ -1,0 +1,652 @@
+//! `edgar mcp scan`: every MCP configuration on the machine (`config::foreign`), with
+//! findings on each entry. Secrets are found by the guard's own rules (`scan-text`) and
+//! never printed: a command line shows them masked. With `--discover` (after showing
+//! what would run and asking), each server is started once through the guard
+//! (`Session::inspect`) and its tools' findings join the report. Text, JSON, or SARIF
+//! 2.1.0.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use edgar_host::config::Config;
+use edgar_host::config::foreign::{self, Entry, File};
+use edgar_host::guard::findings::{self, FindingKind, Severity, mask};
+use edgar_host::guard::{Adapter, AdapterSource, ContentBlock, Guard, ToolOutput};
+use edgar_host::mcp::client::{Inspection, Session, SessionOptions};
+use edgar_host::{net, paths, text};
+use serde_json::{Value, json};
+
+use super::context::{confirm, guarded, runtime};
+
+/// One finding on a configuration entry.
+struct Finding {
+    rule: &'static str,
+    severity: Severity,
+    message: String,
+}
+
+/// One server entry of a file, as reported.
+struct Server {
+    entry: Entry,
+    /// Its command line or URL, secrets masked.
+    shown: String,
+    found: Vec<Finding>,
+    /// With `--discover`: its tools through the guard, or why they could not be listed;
+    /// `None` when it was not started.
+    discovered: Option<Result<Inspection, String>>,
+}
+
+/// Servers started at once by `--discover`.
+const AT_ONCE: usize = 4;
+
+/// The rules, for SARIF's rule table: id, level, one line.
+const RULES: &[(&str, Severity, &str)] = &[
+    (
+        "plaintext-secret",
+        Severity::High,
+        "A credential is written in plain text in an MCP configuration",
+    ),
+    (
+        "literal-credential",
+        Severity::Medium,
+        "A variable or header named like a credential holds a literal value",
+    ),
+    (
+        "cleartext-http",
+        Severity::Medium,
+        "An HTTP server on another host is reached without TLS",
+    ),
+    (
+        "unpinned-launcher",
+        Severity::Medium,
+        "The launcher fetches the newest release of the server at every start",
+    ),
+    (
+        "unconfined",
+        Severity::Low,
+        "A local server runs with every right of the user",
+    ),
+];
+
+/// `discover` is `Some(yes)` with `--discover` (`yes`: start without asking).
+pub fn run(
+    project: &Path,
+    json: bool,
+    sarif: bool,
+    discover: Option<bool>,
+) -> anyhow::Result<ExitCode> {
+    let places = foreign::Places::from_env(project).context("no home directory: set HOME")?;
+    let files = foreign::inventory(&places);
+    let guard = Guard::new(paths::cache_dir());
+    let adapter = guard.adapter(&AdapterSource::Builtin)?;
+    let mut report: Report<'_> = files
+        .iter()
+        .map(|file| {
+            let servers = file
+                .entries
+                .as_ref()
+                .map(|entries| {
+                    entries
+                        .iter()
+                        .map(|e| {
+                            let (shown, found) = check(&adapter, file, e);
+                            Server {
+                                entry: e.clone(),
+                                shown,
+                                found,
+                                discovered: None,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (file, servers)
+        })
+        .collect();
+    if let Some(yes) = discover {
+        discover_all(&mut report, project, yes)?;
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    use std::io::Write;
+    if sarif {
+        serde_json::to_writer_pretty(&mut out, &to_sarif(&report))?;
+        writeln!(out)?;
+    } else if json {
+        serde_json::to_writer_pretty(&mut out, &to_json(&report))?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", to_text(&report))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+type Report<'a> = Vec<(&'a File, Vec<Server>)>;
+
+/// Shows every server that would start and how, asks, then starts each once (a few at
+/// a time) and lists its tools through the guard. Nothing is expanded: a `${VAR}` reaches
+/// the server as written.
+fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::Result<()> {
+    // The administrator's policy holds here too: a server it blocks is not started.
+    let policy = match edgar_host::config::ConfigPaths::for_project(project).policy {
+        Some(file) => Some(edgar_host::trust::admit::policy(&file)?),
+        None => None,
+    };
+    let mut specs = Vec::new();
+    let mut at = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+    let mut blocked = Vec::new();
+    eprintln!(
+        "`--discover` starts each server below once, in a private empty directory, with its values as written (nothing expanded), lists its tools through the guard, and stops it:"
+    );
+    for (fi, (file, servers)) in report.iter().enumerate() {
+        for (si, s) in servers.iter().enumerate() {
+            let name = unique_name(&s.entry.name, &mut taken);
+            let Some(spec) = s.entry.spec(&name, &file.path) else {
+                continue;
+            };
+            if let Some(rule) = policy.as_ref().and_then(|p| p.blocks(&spec)) {
+                blocked.push(((fi, si), format!("the policy blocks it: {rule}")));
+                continue;
+            }
+            let how = if s.entry.command.is_some() {
+                "would run"
+            } else {
+                "would connect to"
+            };
+            let mut line = format!(
+                "  {} ({}, {}): {how} {}",
+                text::shown(&s.entry.name),
+                file.host,
+                file.path.display(),
+                s.shown
+            );
+            let named: Vec<&str> = s
+                .entry
+                .env
+                .keys()
+                .chain(s.entry.headers.keys())
+                .map(String::as_str)
+                .collect();
+            if !named.is_empty() {
+                line.push_str(&format!(
+                    " with {} as written",
+                    text::shown(&named.join(", "))
+                ));
+            }
+            eprintln!("{line}");
+            specs.push(spec);
+            at.push((fi, si));
+        }
+    }
+    for ((fi, si), why) in blocked {
+        report[fi].1[si].discovered = Some(Err(why));
+    }
+    if specs.is_empty() {
+        eprintln!("  (none)");
+        return Ok(());
+    }
+    if !confirm(&format!("Start these {} server(s)?", specs.len()), yes)? {
+        eprintln!("edgar: nothing started; the report covers the configuration only");
+        return Ok(());
+    }
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let config = Config {
+        servers: specs,
+        project_dir: project.to_owned(),
+        ..Config::default()
+    };
+    // No credential store and no pins: a sign-in or an approval is not this scan's to use.
+    let session = Session::new(
+        &config,
+        SessionOptions::new(project.to_owned(), paths::cache_dir()),
+    );
+    let rt = runtime()?;
+    let results = rt.block_on(guarded(&session, async {
+        let mut all = Vec::with_capacity(names.len());
+        for chunk in names.chunks(AT_ONCE) {
+            let batch = chunk.iter().map(|n| session.inspect(n));
+            all.extend(edgar_host::mcp::client::join_all(batch).await);
+        }
+        session.close().await;
+        all
+    }));
+    for ((fi, si), r) in at.into_iter().zip(results) {
+        report[fi].1[si].discovered = Some(r.map_err(|e| text::shown_message(&e.to_string())));
+    }
+    Ok(())
+}
+
+/// `name` made a server name (`[A-Za-z0-9_-]`, at most 48 characters) unique in `taken`.
+fn unique_name(name: &str, taken: &mut std::collections::HashSet<String>) -> String {
+    let mut base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(48)
+        .collect();
+    if base.is_empty() {
+        base.push_str("server");
+    }
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while !taken.insert(candidate.clone()) {
+        candidate = format!("{base}-{n}");
+        n += 1;
+    }
+    candidate
+}
+
+/// The entry's command line with secrets masked, and its findings.
+fn check(adapter: &Adapter, file: &File, e: &Entry) -> (String, Vec<Finding>) {
+    let mut found = Vec::new();
+    // Every value that may hold a secret, scanned by the guard's rules in one instance.
+    let mut values: Vec<(String, &str)> = Vec::new();
+    values.extend(e.env.iter().map(|(k, v)| (format!("env {k}"), v.as_str())));
+    values.extend(
+        e.headers
+            .iter()
+            .map(|(k, v)| (format!("header {k}"), v.as_str())),
+    );
+    values.extend(
+        e.args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("argument {}", i + 1), a.as_str())),
+    );
+    if let Some(u) = &e.url {
+        values.push(("url".into(), u.as_str()));
+    }
+    let output = ToolOutput {
+        is_error: false,
+        content: values
+            .iter()
+            .map(|(_, v)| ContentBlock::Text {
+                text: (*v).to_owned(),
+            })
+            .collect(),
+    };
+    let scanned = adapter
+        .scan_output("scan", &e.name, &output)
+        .unwrap_or_default();
+    let mut secret_at = vec![Vec::new(); values.len()];
+    for (i, findings) in scanned {
+        for f in findings
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::Secret)
+        {
+            found.push(Finding {
+                rule: "plaintext-secret",
+                severity: Severity::High,
+                message: format!(
+                    "{} holds {} in plain text ({})",
+                    values[i].0, f.message, f.rule
+                ),
+            });
+            secret_at[i].push(f);
+        }
+    }
+    for ((what, value), secrets) in values.iter().zip(&secret_at) {
+        let credential_name = {
+            let w = what.to_ascii_uppercase();
+            [
+                "TOKEN",
+                "SECRET",
+                "PASSWORD",
+                "API_KEY",
+                "APIKEY",
+                "AUTHORIZATION",
+                "_KEY",
+            ]
+            .iter()
+            .any(|k| w.contains(k))
+        };
+        if secrets.is_empty()
+            && credential_name
+            && !what.starts_with("argument")
+            && value.len() >= 8
+            && !value.contains('$')
+        {
+            found.push(Finding {
+                rule: "literal-credential",
+                severity: Severity::Medium,
+                message: format!(
+                    "{what} holds a literal value; use a reference (`${{VAR}}`) or the host's secret store"
+                ),
+            });
+        }
+    }
+    if let Some(u) = &e.url
+        && u.starts_with("http://")
+        && !net::is_https_or_loopback(u)
+    {
+        found.push(Finding {
+            rule: "cleartext-http",
+            severity: Severity::Medium,
+            message: "its URL is plain http to another host: tokens and results cross the network unencrypted".into(),
+        });
+    }
+    if let Some(pkg) = unpinned(e) {
+        found.push(Finding {
+            rule: "unpinned-launcher",
+            severity: Severity::Medium,
+            message: format!(
+                "runs the newest release of {} at every start; pin a version",
+                text::shown(&pkg)
+            ),
+        });
+    }
+    if e.command.is_some() && !confined(file, e) {
+        found.push(Finding {
+            rule: "unconfined",
+            severity: Severity::Low,
+            message: if file.host == "edgar" || file.host.ends_with("/ edgar") {
+                "no \"sandbox\" profile: it runs with every right of the user".into()
+            } else {
+                format!("{} runs it with every right of the user", file.host)
+            },
+        });
+    }
+    // The command line as shown: each argument with its secrets masked.
+    let args_from = e.env.len() + e.headers.len();
+    let mut shown = e.command.clone().unwrap_or_default();
+    for (i, a) in e.args.iter().enumerate() {
+        let secrets: Vec<&_> = secret_at[args_from + i].iter().collect();
+        shown.push(' ');
+        shown.push_str(&text::shown(&mask(a, &secrets)));
+    }
+    if let Some(u) = &e.url {
+        let secrets: Vec<&_> = secret_at[values.len() - 1].iter().collect();
+        shown = text::shown(&mask(u, &secrets));
+    }
+    (shown, found)
+}
+
+/// The package an `npx`/`bunx`/`uvx`/`pipx run` launch fetches without a fixed version.
+fn unpinned(e: &Entry) -> Option<String> {
+    let program = Path::new(e.command.as_deref()?)
+        .file_name()?
+        .to_str()?
+        .to_owned();
+    let mut args = e.args.iter().map(String::as_str);
+    let spec = match program.as_str() {
+        "npx" | "bunx" | "pnpx" => args.find(|a| !a.starts_with('-'))?,
+        "uvx" => args.find(|a| !a.starts_with('-'))?,
+        "pipx" => {
+            args.find(|a| *a == "run")?;
+            args.find(|a| !a.starts_with('-'))?
+        }
+        _ => return None,
+    };
+    let pinned = match program.as_str() {
+        "uvx" | "pipx" => spec.contains("==") || spec.contains('@'),
+        // `@scope/name@1.2.3` or `name@1.2.3`; `@latest` is the newest release.
+        _ => spec.rsplit_once('@').is_some_and(|(name, v)| {
+            !name.is_empty() && !v.is_empty() && v != "latest" && v != "next"
+        }),
+    };
+    (!pinned).then(|| spec.to_owned())
+}
+
+/// Whether an entry runs confined: only edgar's `"sandbox"` profile does.
+fn confined(file: &File, e: &Entry) -> bool {
+    file.host.contains("edgar") && e.sandbox.as_ref().is_some_and(|s| s.is_object())
+}
+
+fn counts(report: &Report<'_>) -> [usize; 3] {
+    let mut by = [0usize; 3];
+    for (_, servers) in report {
+        for s in servers {
+            for f in &s.found {
+                by[f.severity as usize] += 1;
+            }
+            for (_, found) in tools_of(s) {
+                for f in found {
+                    by[f.severity as usize] += 1;
+                }
+            }
+        }
+    }
+    by
+}
+
+/// The discovered tools of a server with their findings (none when not discovered).
+fn tools_of(s: &Server) -> impl Iterator<Item = (&str, &[findings::Finding])> {
+    s.discovered
+        .iter()
+        .filter_map(|d| d.as_ref().ok())
+        .flat_map(|i| i.tools.iter().map(|(t, f)| (t.tool(), f.as_slice())))
+}
+
+fn to_text(report: &Report<'_>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let servers: usize = report.iter().map(|(_, s)| s.len()).sum();
+    for (file, entries) in report {
+        let _ = writeln!(
+            out,
+            "{} ({}) {}",
+            file.host,
+            file.scope.as_str(),
+            file.path.display()
+        );
+        if let Err(e) = &file.entries {
+            let _ = writeln!(out, "  cannot be read: {}", text::shown_message(e));
+        }
+        for s in entries {
+            let _ = writeln!(out, "  {}  {}", text::shown(&s.entry.name), s.shown);
+            for f in &s.found {
+                let _ = writeln!(out, "    {} {}: {}", f.severity.as_str(), f.rule, f.message);
+            }
+            match &s.discovered {
+                None => {}
+                Some(Err(e)) => {
+                    let _ = writeln!(out, "    not discovered: {e}");
+                }
+                Some(Ok(i)) => {
+                    let _ = writeln!(
+                        out,
+                        "    {} tool(s) through the guard{}{}",
+                        i.tools.len(),
+                        if i.refused.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {} refused", i.refused.len())
+                        },
+                        if i.scans {
+                            ""
+                        } else {
+                            " (its adapter reports no findings)"
+                        }
+                    );
+                    for (tool, found) in tools_of(s) {
+                        for f in found {
+                            let _ = writeln!(out, "    tool {}: {}", text::shown(tool), f.line());
+                        }
+                    }
+                    for r in &i.refused {
+                        let _ = writeln!(out, "    refused: {}", text::shown_message(r));
+                    }
+                }
+            }
+        }
+    }
+    let [low, medium, high] = counts(report);
+    let _ = writeln!(
+        out,
+        "{} files, {servers} servers: {high} high, {medium} medium, {low} low",
+        report.len()
+    );
+    out
+}
+
+fn to_json(report: &Report<'_>) -> Value {
+    let [low, medium, high] = counts(report);
+    json!({
+        "files": report.iter().map(|(file, entries)| json!({
+            "host": file.host,
+            "path": file.path,
+            "scope": file.scope.as_str(),
+            "error": file.entries.as_ref().err(),
+            "servers": entries.iter().map(|s| {
+                let mut v = json!({
+                    "name": s.entry.name,
+                    "line": s.entry.line,
+                    "launch": s.shown,
+                    "findings": s.found.iter().map(|f| json!({
+                        "rule": f.rule, "severity": f.severity.as_str(), "message": f.message,
+                    })).collect::<Vec<_>>(),
+                });
+                match &s.discovered {
+                    None => {}
+                    Some(Err(e)) => v["discovery"] = json!({"error": e}),
+                    Some(Ok(i)) => v["discovery"] = json!({
+                        "tools": i.tools.iter().map(|(t, found)| json!({
+                            "name": t.tool(), "findings": found,
+                        })).collect::<Vec<_>>(),
+                        "refused": i.refused,
+                        "unscanned": i.unscanned,
+                        "scans": i.scans,
+                    }),
+                }
+                v
+            }).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "counts": {"high": high, "medium": medium, "low": low},
+    })
+}
+
+fn level(s: Severity) -> &'static str {
+    match s {
+        Severity::High => "error",
+        Severity::Medium => "warning",
+        Severity::Low => "note",
+    }
+}
+
+fn to_sarif(report: &Report<'_>) -> Value {
+    let mut rules: Vec<Value> = RULES
+        .iter()
+        .map(|(id, s, text)| {
+            json!({"id": id, "shortDescription": {"text": text},
+                   "defaultConfiguration": {"level": level(*s)}})
+        })
+        .collect();
+    // The guard's rules that found something in a discovered tool, each once.
+    let mut guard_rules = std::collections::BTreeMap::new();
+    let mut results = Vec::new();
+    for (file, entries) in report {
+        let uri = format!("file://{}", file.path.display());
+        for s in entries {
+            let mut location = json!({"physicalLocation": {"artifactLocation": {"uri": uri}}});
+            if let Some(line) = s.entry.line {
+                location["physicalLocation"]["region"] = json!({"startLine": line});
+            }
+            for f in &s.found {
+                results.push(json!({
+                    "ruleId": f.rule,
+                    "level": level(f.severity),
+                    "message": {"text": format!("{} ({}): {}", s.entry.name, file.host, f.message)},
+                    "locations": [location],
+                }));
+            }
+            for (tool, found) in tools_of(s) {
+                for f in found {
+                    let id = format!("guard/{}", f.rule);
+                    guard_rules
+                        .entry(id.clone())
+                        .or_insert((f.severity, f.kind.as_str()));
+                    results.push(json!({
+                        "ruleId": id,
+                        "level": level(f.severity),
+                        "message": {"text": format!(
+                            "{} ({}): tool {}: {}", s.entry.name, file.host, tool, f.line()
+                        )},
+                        "locations": [location],
+                    }));
+                }
+            }
+        }
+    }
+    for (id, (severity, kind)) in guard_rules {
+        rules.push(json!({
+            "id": id,
+            "shortDescription": {"text": format!("The guard found {kind} in a tool the server lists")},
+            "defaultConfiguration": {"level": level(severity)},
+        }));
+    }
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "edgar mcp scan",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(command: &str, args: &[&str]) -> Entry {
+        Entry {
+            name: "s".into(),
+            command: Some(command.into()),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn names_are_made_valid_and_unique() {
+        let mut taken = std::collections::HashSet::new();
+        assert_eq!(unique_name("github", &mut taken), "github");
+        assert_eq!(unique_name("github", &mut taken), "github-2");
+        assert_eq!(unique_name("my server/ä", &mut taken), "my-server--");
+        assert_eq!(unique_name("", &mut taken), "server");
+        let long = "x".repeat(100);
+        assert_eq!(unique_name(&long, &mut taken).len(), 48);
+        for n in &taken {
+            assert!(edgar_host::config::check_name(n).is_ok(), "{n}");
+        }
+    }
+
+    #[test]
+    fn launchers_without_a_version_are_unpinned() {
+        for (cmd, args, want) in [
+            (
+                "npx",
+                &["-y", "@modelcontextprotocol/server-memory"][..],
+                Some("@modelcontextprotocol/server-memory"),
+            ),
+            (
+                "npx",
+                &["-y", "@modelcontextprotocol/server-memory@2026.8.31"][..],
+                None,
+            ),
+            ("npx", &["pkg@latest"][..], Some("pkg@latest")),
+            ("/usr/bin/npx", &["--yes", "pkg"][..], Some("pkg")),
+            ("uvx", &["mcp-server-time"][..], Some("mcp-server-time")),
+            ("uvx", &["mcp-server-time==0.6.2"][..], None),
+            ("pipx", &["run", "mcp-x"][..], Some("mcp-x")),
+            ("node", &["server.js"][..], None),
+        ] {
+            assert_eq!(
+                unpinned(&entry(cmd, args)).as_deref(),
+                want,
+                "{cmd} {args:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! What the guard's findings lead to, by the server's `FindingActions` (the policy's, or
+//! the defaults): a tool with a finding whose action is `quarantine` is held back like a
+//! rug pull, with the finding as its change, until a human approves exactly that tool
+//! (`PinStore::check_with_findings`); `warn` logs; every finding acted on is audited
+//! (its rule and place, never the text). In a result, a secret is masked or the call
+//! blocked, and invisible text is masked, before the model reads it.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::config::{FindingAction, FindingActions, SecretAction, ServerSpec};
+use crate::guard::findings::{Finding, FindingKind, Severity, mask};
+use crate::guard::{Adapter, ContentBlock, GuardError, SanitizedTool, ToolOutput};
+use crate::mcp::McpError;
+use crate::text::shown;
+use crate::trust::audit::AuditLog;
+use crate::trust::pins::Quarantined;
+
+fn action(spec: &ServerSpec, severity: Severity) -> FindingAction {
+    let a = spec.tool_policy.findings;
+    match severity {
+        Severity::High => a.high,
+        Severity::Medium => a.medium,
+        Severity::Low => a.low,
+    }
+}
+
+/// The tools whose findings say to hold them back (tool name -> the finding in words),
+/// from `scans` (one per tool, from `Adapter::scan_tools`). Every finding acted on is
+/// audited; a `warn` one is logged.
+pub(super) fn judge(
+    spec: &ServerSpec,
+    scans: Vec<(String, Result<Vec<Finding>, GuardError>)>,
+    audit: Option<&AuditLog>,
+) -> BTreeMap<String, String> {
+    let mut flagged = BTreeMap::new();
+    for (tool, scanned) in scans {
+        let found = match scanned {
+            Ok(found) => found,
+            Err(e) => {
+                // The guard's own checks stand; only the findings are missing.
+                tracing::warn!(server = spec.name, "tool {} not scanned: {e}", shown(&tool));
+                continue;
+            }
+        };
+        for f in &found {
+            let act = action(spec, f.severity);
+            if act == FindingAction::Ignore {
+                continue;
+            }
+            if let Some(audit) = audit {
+                audit.note(
+                    "finding",
+                    json!({"server": spec.name, "tool": tool, "kind": f.kind.as_str(),
+                           "severity": f.severity.as_str(), "rule": f.rule, "path": f.path,
+                           "action": if act == FindingAction::Quarantine { "quarantine" } else { "warn" }}),
+                );
+            }
+            if act == FindingAction::Quarantine {
+                flagged.entry(tool.clone()).or_insert_with(|| f.line());
+            } else {
+                tracing::warn!(server = spec.name, "tool {}: {}", shown(&tool), f.line());
+            }
+        }
+    }
+    flagged
+}
+
+/// Without a pin store (no human can approve anything), a flagged tool is simply held
+/// back, with its finding as its change.
+pub(super) fn hold_back(
+    tools: Vec<SanitizedTool>,
+    flagged: &BTreeMap<String, String>,
+) -> (Vec<SanitizedTool>, Vec<Quarantined>) {
+    let mut held = Vec::new();
+    let offered = tools
+        .into_iter()
+        .filter_map(|t| match flagged.get(t.tool()) {
+            Some(f) => {
+                held.push(Quarantined {
+                    name: t.name().to_owned(),
+                    tool: t.tool().to_owned(),
+                    change: format!("the guard found {f}"),
+                });
+                None
+            }
+            None => Some(t),
+        })
+        .collect();
+    (offered, held)
+}
+
+/// What a result's screening needs to know of its call: owned, so it can run off the
+/// async workers with the result.
+pub(super) struct Screen {
+    pub(super) actions: FindingActions,
+    pub(super) server: String,
+    pub(super) tool: String,
+    pub(super) name: String,
+    pub(super) audit: Option<AuditLog>,
+}
+
+impl Screen {
+    /// The result with its findings applied: secrets masked (or the call blocked) and
+    /// invisible text masked. Other findings are audited and left for the model to read
+    /// as the data they are.
+    pub(super) fn apply(
+        &self,
+        adapter: &Adapter,
+        mut out: ToolOutput,
+    ) -> Result<ToolOutput, McpError> {
+        let found = adapter
+            .scan_output(&self.server, &self.tool, &out)
+            .map_err(McpError::from)?;
+        for (i, findings) in found {
+            for f in &findings {
+                if let Some(audit) = &self.audit {
+                    audit.note(
+                        "result_finding",
+                        json!({"server": self.server, "tool": self.tool, "kind": f.kind.as_str(),
+                               "severity": f.severity.as_str(), "rule": f.rule}),
+                    );
+                }
+            }
+            let secret =
+                |f: &&Finding| f.kind == FindingKind::Secret && f.severity >= Severity::Medium;
+            if let Some(f) = findings.iter().find(secret)
+                && self.actions.secret_in_result == SecretAction::Block
+            {
+                return Err(McpError::Blocked {
+                    server: self.server.clone(),
+                    rule: format!(
+                        "findings.secret_in_result (the result of {} carries {})",
+                        self.name, f.message
+                    ),
+                });
+            }
+            let masked: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| {
+                    secret(f)
+                        || (f.kind == FindingKind::InvisibleText && f.severity == Severity::High)
+                })
+                .collect();
+            if masked.is_empty() {
+                continue;
+            }
+            if let Some(ContentBlock::Text { text }) = out.content.get_mut(i) {
+                tracing::warn!(
+                    server = self.server,
+                    "the result of {} carried {} finding(s) the model will not read: {}",
+                    shown(&self.tool),
+                    masked.len(),
+                    masked
+                        .iter()
+                        .map(|f| f.rule.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                *text = mask(text, &masked);
+            }
+        }
+        Ok(out)
+    }
+}
