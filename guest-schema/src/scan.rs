@@ -8,8 +8,6 @@
 //! of other tools, exfiltration hints, secrets. Each finding names its rule (and the rule
 //! set it comes from, for secrets) and never quotes a secret.
 
-use serde_json::Value;
-
 use crate::types::{Finding, FindingKind, Severity};
 
 /// Most findings reported for one tool or one text.
@@ -21,30 +19,16 @@ const MAX_WORDS_SCANNED: usize = 64 << 10;
 /// Scans one tool object from `tools/list`, as JSON text. Not valid JSON: no findings
 /// (`to-schema` refuses it).
 pub fn scan_tool(_server: &str, tool_json: &str) -> Vec<Finding> {
-    let Ok(tool) = serde_json::from_str::<Value>(tool_json) else {
-        return Vec::new();
-    };
+    use serde::de::DeserializeSeed;
     let mut out = Findings::default();
-    if let Some(name) = tool.get("name").and_then(Value::as_str) {
-        invisible(name, "/name", &mut out);
-        deceptive_name(name, "/name", &mut out);
+    let mut de = serde_json::Deserializer::from_str(tool_json);
+    match tool::Tool(&mut out)
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+    {
+        Ok(()) => out.0,
+        Err(_) => Vec::new(),
     }
-    for (path, text) in [
-        ("/title", tool.get("title")),
-        ("/description", tool.get("description")),
-        (
-            "/annotations/title",
-            tool.get("annotations").and_then(|a| a.get("title")),
-        ),
-    ] {
-        if let Some(text) = text.and_then(Value::as_str) {
-            words(text, path, true, &mut out);
-        }
-    }
-    if let Some(schema) = tool.get("inputSchema") {
-        walk(schema, &mut "/inputSchema".to_owned(), &mut out);
-    }
-    out.0
 }
 
 /// Scans text the model will read (a result's text block). Secrets, invisible
@@ -82,44 +66,54 @@ impl Findings {
     }
 }
 
-/// Every string in an input schema: property names become part of the path; each value
-/// is scanned as words (a property's `description` is read by the model too).
-fn walk(v: &Value, path: &mut String, out: &mut Findings) {
-    match v {
-        Value::String(s) => words(s, path, false, out),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                walk(item, path, out);
-                path.truncate(len);
-            }
-        }
-        Value::Object(map) => {
-            for (k, item) in map {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                // A property's name is read by the model too (`sidenote`).
-                words(k, path, false, out);
-                walk(item, path, out);
-                path.truncate(len);
-            }
-        }
-        _ => {}
-    }
-}
+/// The JSON Schema keywords and type names most strings of a schema are: no rule finds
+/// anything in them (a test checks), so they are not scanned.
+const SCHEMA_WORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "description",
+    "items",
+    "enum",
+    "default",
+    "title",
+    "format",
+    "additionalProperties",
+    "anyOf",
+    "oneOf",
+    "$schema",
+    "string",
+    "object",
+    "number",
+    "integer",
+    "boolean",
+    "array",
+    "null",
+];
 
 /// All rules over one string. `describes_tool`: the string describes the tool itself
 /// (where addresses and links are reported as exfiltration hints).
 fn words(text: &str, path: &str, describes_tool: bool, out: &mut Findings) {
-    invisible(text, path, out);
-    secrets(text, path, out);
+    // Every invisible character this file knows is outside ASCII.
+    if !text.is_ascii() {
+        invisible(text, path, out);
+    }
+    let may_match = Prefilter::rules_in(text);
+    if may_match & Prefilter::SECRETS != 0 {
+        secrets(text, may_match, path, out);
+    }
     let text = &text[..crate::text::floor_boundary(text, MAX_WORDS_SCANNED)];
+    let exfiltration_hints =
+        describes_tool && (may_match & Prefilter::EXFILTRATION != 0 || text.len() >= 80);
+    if may_match & Prefilter::PHRASES == 0 && !exfiltration_hints {
+        return;
+    }
     // ASCII lowercasing keeps every byte offset.
     let lower = text.to_ascii_lowercase();
-    for rule in PHRASES {
+    for (i, rule) in PHRASES.iter().enumerate() {
+        if may_match & (1 << i) == 0 {
+            continue;
+        }
         if let Some(span) = rule.find(&lower) {
             // A sensitive file only named (a path rule that refuses it) is worth a look;
             // one the text asks to read or pass along is the attack.
@@ -138,8 +132,105 @@ fn words(text: &str, path: &str, describes_tool: bool, out: &mut Findings) {
             );
         }
     }
-    if describes_tool {
+    if exfiltration_hints {
         exfiltration(text, &lower, path, out);
+    }
+}
+
+/// Which rules may match a string, found in one pass over its bytes (ASCII case
+/// ignored): each phrase's first word, each secret rule's prefixes, and what starts an
+/// address or a link. A rule whose pattern does not occur cannot match, so only the
+/// others run their own, exact, search; most strings of a schema run none.
+///
+/// The tables are built at compile time: an automaton built at run time (aho-corasick's
+/// NFA) cost more per instance than the scan of a whole server's list, since each
+/// server's tools get a fresh instance.
+struct Prefilter;
+
+/// The exfiltration hints' patterns: addresses and links.
+const LINKS: &[&str] = &["@", "http://", "https://"];
+
+/// One bit per rule of the prefilter: the phrases, the secret rules, the private key,
+/// the JWT, the links.
+const RULES: usize = PHRASES.len() + SECRETS.len() + 3;
+const _: () = assert!(RULES <= 128);
+
+/// The patterns of prefilter rule `rule`.
+const fn patterns(rule: usize) -> &'static [&'static str] {
+    let (p, s) = (PHRASES.len(), SECRETS.len());
+    if rule < p {
+        PHRASES[rule].words.split_at(1).0
+    } else if rule < p + s {
+        SECRETS[rule - p].prefixes
+    } else if rule == p + s {
+        PRIVATE_KEY
+    } else if rule == p + s + 1 {
+        JWT
+    } else {
+        LINKS
+    }
+}
+
+/// For each byte (256: the end of the text), the rules one of whose patterns has it, in
+/// either case, at `pos`; a pattern shorter than that takes any byte there.
+const fn table(pos: usize) -> [u128; 257] {
+    let mut t = [0u128; 257];
+    let mut r = 0;
+    while r < RULES {
+        let pats = patterns(r);
+        let mut k = 0;
+        while k < pats.len() {
+            let b = pats[k].as_bytes();
+            if b.len() > pos {
+                t[b[pos].to_ascii_lowercase() as usize] |= 1 << r;
+                t[b[pos].to_ascii_uppercase() as usize] |= 1 << r;
+            } else {
+                let mut j = 0;
+                while j < t.len() {
+                    t[j] |= 1 << r;
+                    j += 1;
+                }
+            }
+            k += 1;
+        }
+        r += 1;
+    }
+    t
+}
+
+static FIRST: [u128; 257] = table(0);
+static SECOND: [u128; 257] = table(1);
+
+impl Prefilter {
+    /// Bits `0..PHRASES.len()`: the phrases.
+    const PHRASES: u128 = (1 << PHRASES.len()) - 1;
+    /// Then the secret rules, the private key and the JWT.
+    const SECRETS: u128 = ((1 << (SECRETS.len() + 2)) - 1) << PHRASES.len();
+    const PRIVATE_KEY: u32 = (PHRASES.len() + SECRETS.len()) as u32;
+    const JWT: u32 = Prefilter::PRIVATE_KEY + 1;
+    /// Then the addresses and links.
+    const EXFILTRATION: u128 = 1 << (Prefilter::JWT + 1);
+
+    /// A bit per rule one of whose patterns occurs in `text`: a rule is a candidate
+    /// where both its first two bytes fit, and is checked there in full.
+    fn rules_in(text: &str) -> u128 {
+        let b = text.as_bytes();
+        let mut bits = 0u128;
+        for i in 0..b.len() {
+            let next = b.get(i + 1).map_or(256, |&c| c as usize);
+            let mut candidates = FIRST[b[i] as usize] & SECOND[next] & !bits;
+            while candidates != 0 {
+                let r = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                let here = &b[i..];
+                if patterns(r).iter().any(|p| {
+                    here.len() >= p.len() && here[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+                }) {
+                    bits |= 1 << r;
+                }
+            }
+        }
+        bits
     }
 }
 
@@ -587,13 +678,11 @@ fn invisible(s: &str, path: &str, out: &mut Findings) {
             );
         }
     };
-    let chars: Vec<(usize, char)> = s.char_indices().collect();
-    for (k, &(i, c)) in chars.iter().enumerate() {
-        let class = classify(
-            c,
-            chars.get(k.wrapping_sub(1)).map(|p| p.1),
-            chars.get(k + 1).map(|p| p.1),
-        );
+    let mut before = None;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let class = classify(c, before, chars.peek().map(|p| p.1));
+        before = Some(c);
         match (class, &mut run) {
             (Some(class), Some((_, end, current, hidden))) if *current == class => {
                 *end = i + c.len_utf8();
@@ -782,17 +871,25 @@ fn exfiltration(text: &str, lower: &str, path: &str, out: &mut Findings) {
         }
     }
     // Encoded blobs: long runs of base64 with both cases and digits (hex ids are not).
+    // Runs of base64 bytes (every one ASCII, so byte offsets are character boundaries).
+    let bytes = text.as_bytes();
     let mut start = None;
-    for (i, c) in lower.char_indices().chain([(lower.len(), ' ')]) {
-        let b64 = c.is_ascii_alphanumeric() || "+/=".contains(c);
+    for i in 0..=bytes.len() {
+        let b64 = bytes
+            .get(i)
+            .is_some_and(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'='));
         match (b64, start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
-                let run = &text.as_bytes()[s..i];
+                start = None;
+                if i - s < 80 {
+                    continue;
+                }
+                let run = &bytes[s..i];
                 let mixed = run.iter().any(u8::is_ascii_digit)
                     && run.iter().any(u8::is_ascii_uppercase)
                     && run.iter().any(u8::is_ascii_lowercase);
-                if i - s >= 80 && mixed {
+                if mixed {
                     out.push(
                         Exfiltration,
                         Medium,
@@ -802,7 +899,6 @@ fn exfiltration(text: &str, lower: &str, path: &str, out: &mut Findings) {
                         format!("{} characters of encoded data in a description", i - s),
                     );
                 }
-                start = None;
             }
             _ => {}
         }
@@ -949,9 +1045,17 @@ const SECRETS: &[Secret] = &[
 ];
 
 /// Secrets by the rules above, private keys, and JSON Web Tokens.
-fn secrets(s: &str, path: &str, out: &mut Findings) {
+/// The secret rules' prefixes, then the private key's and the JWT's.
+const PRIVATE_KEY: &[&str] = &["-----BEGIN "];
+const JWT: &[&str] = &["eyJ"];
+
+/// The secrets in `s`, given the [`Prefilter`]'s bits for it.
+fn secrets(s: &str, may_match: u128, path: &str, out: &mut Findings) {
     let b = s.as_bytes();
-    for rule in SECRETS {
+    for (i, rule) in SECRETS.iter().enumerate() {
+        if may_match & (1 << (PHRASES.len() + i)) == 0 {
+            continue;
+        }
         for prefix in rule.prefixes {
             for (at, _) in s.match_indices(prefix) {
                 if at > 0 && token(b[at - 1]) {
@@ -978,7 +1082,8 @@ fn secrets(s: &str, path: &str, out: &mut Findings) {
             }
         }
     }
-    for (at, _) in s.match_indices("-----BEGIN ") {
+    let private_key = may_match & (1 << Prefilter::PRIVATE_KEY) != 0;
+    for (at, _) in s.match_indices(PRIVATE_KEY[0]).filter(|_| private_key) {
         let line_end = s[at..].find('\n').map_or(s.len(), |i| at + i);
         if !s[at..line_end].contains("PRIVATE KEY") {
             continue;
@@ -1000,7 +1105,8 @@ fn secrets(s: &str, path: &str, out: &mut Findings) {
             "a private key (masked)".to_owned(),
         );
     }
-    for (at, _) in s.match_indices("eyJ") {
+    let jwt = may_match & (1 << Prefilter::JWT) != 0;
+    for (at, _) in s.match_indices(JWT[0]).filter(|_| jwt) {
         if at > 0 && token(b[at - 1]) {
             continue;
         }
@@ -1022,6 +1128,8 @@ fn secrets(s: &str, path: &str, out: &mut Findings) {
         }
     }
 }
+
+mod tool;
 
 #[cfg(test)]
 mod tests;
