@@ -361,8 +361,9 @@ pub struct ToolPolicy {
 }
 
 /// What the session does with the guard's findings (policy `"findings"`): per severity
-/// on a tool, and for a secret in a result. The defaults hold back a tool with a high
-/// finding, warn of a medium one and mask a secret before the model reads it.
+/// on a tool, for a secret in a result and for one in a call's arguments. The defaults
+/// hold back a tool with a high finding, warn of a medium one, mask a secret before the
+/// model reads it, and send no call that carries one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FindingActions {
@@ -370,6 +371,8 @@ pub struct FindingActions {
     pub medium: FindingAction,
     pub low: FindingAction,
     pub secret_in_result: SecretAction,
+    /// A secret in a call's arguments (a key the model was talked into passing along).
+    pub secret_in_arguments: ArgumentAction,
 }
 
 impl Default for FindingActions {
@@ -379,6 +382,7 @@ impl Default for FindingActions {
             medium: FindingAction::Warn,
             low: FindingAction::Ignore,
             secret_in_result: SecretAction::Mask,
+            secret_in_arguments: ArgumentAction::Block,
         }
     }
 }
@@ -403,6 +407,16 @@ pub enum SecretAction {
     Mask,
     /// The call fails with the rule's name; the result is not shown.
     Block,
+}
+
+/// What a secret found in a call's arguments leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgumentAction {
+    /// The call is not sent; the error names the rule and the argument, never the value.
+    Block,
+    /// The call is sent; the finding is logged and audited.
+    Allow,
 }
 
 impl ToolPolicy {

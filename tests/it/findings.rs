@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use edgar_host::config::{Config, SecretAction};
+use edgar_host::config::{ArgumentAction, Config, SecretAction};
 use edgar_host::guard::findings::{Finding, Severity};
 use edgar_host::guard::{AdapterSource, Guard};
 use edgar_host::mcp::McpError;
@@ -199,9 +199,12 @@ fn guard_scan_exits_by_severity_and_never_prints_a_secret() {
     assert_eq!(r.code, Some(2));
 }
 
-fn session(dir: &Path, secret: SecretAction) -> (Session, AuditLog) {
+/// A session over the poisoned fake. The results' tests send their secret in through
+/// `echo`'s arguments, so those are allowed there (`ArgumentAction::Allow`).
+fn session(dir: &Path, secret: SecretAction, arguments: ArgumentAction) -> (Session, AuditLog) {
     let mut s = spec("fake", FAKE, &["poisoned"], &[]);
     s.tool_policy.findings.secret_in_result = secret;
+    s.tool_policy.findings.secret_in_arguments = arguments;
     let config = Config {
         servers: vec![s],
         ..Default::default()
@@ -215,7 +218,7 @@ fn session(dir: &Path, secret: SecretAction) -> (Session, AuditLog) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poisoned_tool_is_held_back_and_a_secret_in_a_result_is_masked() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (session, audit) = session(dir.path(), SecretAction::Mask);
+    let (session, audit) = session(dir.path(), SecretAction::Mask, ArgumentAction::Allow);
     let tools = session
         .tools("fake")
         .await
@@ -259,7 +262,7 @@ async fn a_poisoned_tool_is_held_back_and_a_secret_in_a_result_is_masked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_may_block_a_result_carrying_a_secret() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (session, _audit) = session(dir.path(), SecretAction::Block);
+    let (session, _audit) = session(dir.path(), SecretAction::Block, ArgumentAction::Allow);
     let key = format!("ghp_{}", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB7C");
     match session
         .call("fake__echo", json!({"text": key.clone()}))
@@ -273,6 +276,71 @@ async fn a_policy_may_block_a_result_carrying_a_secret() {
         other => panic!("{other:?}"),
     }
     session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_the_arguments_is_not_sent_by_default() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The fake behind a `tee` of everything edgar sends it.
+    let log = dir.path().join("sent.jsonl");
+    let script = format!("tee -a '{}' | exec '{FAKE}' poisoned", log.display());
+    let config = Config {
+        servers: vec![spec("fake", "/bin/sh", &["-c", &script], &[])],
+        ..Default::default()
+    };
+    let mut opts = SessionOptions::new(dir.path().to_owned(), Some(dir.path().join("cache")));
+    opts.audit = Some(AuditLog::new(&dir.path().join("state")));
+    let session = Session::new(&config, opts);
+    // Each kind of key, anywhere in the arguments (nested, in an array).
+    let pem = format!(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU".repeat(3)
+    );
+    for (args, key) in [
+        (
+            json!({"text": format!("ghp_{}", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB7C")}),
+            "ghp_",
+        ),
+        (
+            json!({"text": "ok", "sidenote": {"k": [pem.clone()]}}),
+            "OPENSSH",
+        ),
+        (
+            json!({"text": format!("key AKIA{} end", "Z7Q3XK2MPL4RWN5B")}),
+            "AKIA",
+        ),
+    ] {
+        match session.call("fake__echo", args).await {
+            Err(e @ McpError::Blocked { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("secret_in_arguments"), "{msg}");
+                assert!(msg.contains("not sent"), "{msg}");
+                assert!(!msg.contains(key), "the error shows the secret: {msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Long strings without a secret, and short ones, go through.
+    let out = session
+        .call(
+            "fake__echo",
+            json!({"text": "a long and harmless sentence about the weather"}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        serde_json::to_string(&out)
+            .unwrap_or_default()
+            .contains("harmless")
+    );
+    session.close().await;
+    let trail = std::fs::read_to_string(dir.path().join("state").join("audit.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(trail.contains("\"event\":\"argument_finding\""), "{trail}");
+    assert!(
+        !trail.contains("ghp_Ab3d") && !trail.contains("AKIAZ7Q3"),
+        "{trail}"
+    );
 }
 
 #[test]

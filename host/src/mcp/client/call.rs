@@ -106,6 +106,33 @@ impl SessionInner {
         };
         self.validate(tool, &arguments)?;
         let server = self.server(tool.server())?;
+        // A secret the model was talked into passing along is stopped before the call is
+        // sent; most calls have no string long enough and cost nothing here.
+        let strings = super::findings::argument_strings(&arguments);
+        if !strings.is_empty() {
+            let adapter = self.adapter(server).await?;
+            let (spec, tool_name, name) = (
+                server.spec.clone(),
+                tool.tool().to_owned(),
+                tool.name().to_owned(),
+            );
+            let audit = self.opts.audit.clone();
+            run_guard(move || {
+                super::findings::screen_arguments(
+                    &adapter,
+                    &spec,
+                    &tool_name,
+                    &name,
+                    &strings,
+                    audit.as_ref(),
+                )
+            })
+            .await
+            .map_err(|reason| McpError::Start {
+                server: tool.server().to_owned(),
+                reason,
+            })??;
+        }
         let running = self.start(server).await?;
         if !offered(&server.spec, running.tools())
             .iter()

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::config::{FindingAction, FindingActions, SecretAction, ServerSpec};
+use crate::config::{ArgumentAction, FindingAction, FindingActions, SecretAction, ServerSpec};
 use crate::guard::findings::{Finding, FindingKind, Severity, mask};
 use crate::guard::{Adapter, ContentBlock, GuardError, SanitizedTool, ToolOutput};
 use crate::mcp::McpError;
@@ -163,4 +163,98 @@ impl Screen {
         }
         Ok(out)
     }
+}
+
+/// Shortest argument string scanned for a secret: every rule's shortest key is longer.
+const MIN_SECRET_LEN: usize = 16;
+
+/// The string values of a call's arguments long enough to hold a secret, with their
+/// JSON pointers (at most a few thousand, as the arguments were validated).
+pub(super) fn argument_strings(args: &serde_json::Value) -> Vec<(String, String)> {
+    fn walk(v: &serde_json::Value, path: &mut String, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::String(s) if s.len() >= MIN_SECRET_LEN => {
+                out.push((path.clone(), s.clone()));
+            }
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("/{i}"));
+                    walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for (k, item) in map {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(args, &mut String::new(), &mut out);
+    out
+}
+
+/// Secrets in a call's arguments, found by the guard's own rules before anything is
+/// sent: the policy's `secret_in_arguments` blocks the call (the default) or lets it go
+/// with a warning. Each is audited by rule and argument, never by value. `strings` is
+/// [`argument_strings`] of the arguments.
+pub(super) fn screen_arguments(
+    adapter: &Adapter,
+    spec: &ServerSpec,
+    tool: &str,
+    name: &str,
+    strings: &[(String, String)],
+    audit: Option<&AuditLog>,
+) -> Result<(), McpError> {
+    if strings.is_empty() || !adapter.scans() {
+        return Ok(());
+    }
+    let output = ToolOutput {
+        is_error: false,
+        content: strings
+            .iter()
+            .map(|(_, text)| ContentBlock::Text { text: text.clone() })
+            .collect(),
+    };
+    let found = adapter
+        .scan_output(&spec.name, tool, &output)
+        .map_err(McpError::from)?;
+    let action = spec.tool_policy.findings.secret_in_arguments;
+    for (i, findings) in found {
+        let Some(f) = findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Secret && f.severity >= Severity::Medium)
+        else {
+            continue;
+        };
+        let argument = strings.get(i).map_or("", |(p, _)| p.as_str());
+        if let Some(audit) = audit {
+            audit.note(
+                "argument_finding",
+                json!({"server": spec.name, "tool": tool, "rule": f.rule, "argument": argument,
+                       "action": if action == ArgumentAction::Block { "block" } else { "allow" }}),
+            );
+        }
+        let what = format!(
+            "the argument {} of {} carries {}",
+            shown(if argument.is_empty() { "/" } else { argument }),
+            name,
+            f.message
+        );
+        if action == ArgumentAction::Block {
+            return Err(McpError::Blocked {
+                server: spec.name.clone(),
+                rule: format!("findings.secret_in_arguments ({what}; the call was not sent)"),
+            });
+        }
+        tracing::warn!(server = spec.name, "{what}; sent as the policy allows");
+    }
+    Ok(())
 }
