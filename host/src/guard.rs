@@ -845,15 +845,7 @@ impl<'a> Session<'a> {
         server: &str,
         tool_json: &str,
     ) -> Result<Vec<findings::Finding>, GuardError> {
-        let subject = Subject::new(server, None);
-        if tool_json.len() > MAX_TOOL_JSON_BYTES {
-            return Err(GuardError::TooLarge {
-                subject,
-                what: "the tool definition",
-                size: tool_json.len(),
-                limit: MAX_TOOL_JSON_BYTES,
-            });
-        }
+        let subject = tool_subject(server, tool_json)?;
         let raw = self
             .call(&subject, |g, s| g.scan_tool(s, server, tool_json))?
             .unwrap_or_default();
@@ -870,15 +862,7 @@ impl<'a> Session<'a> {
     }
 
     fn accept(&mut self, server: &str, tool_json: &str) -> Result<SanitizedTool, GuardError> {
-        let subject = Subject::new(server, None);
-        if tool_json.len() > MAX_TOOL_JSON_BYTES {
-            return Err(GuardError::TooLarge {
-                subject,
-                what: "the tool definition",
-                size: tool_json.len(),
-                limit: MAX_TOOL_JSON_BYTES,
-            });
-        }
+        let subject = tool_subject(server, tool_json)?;
         let accepted = self
             .call(&subject, |g, s| g.to_schema(s, server, tool_json))?
             .map_err(|r| rejected(&subject, r))?;
@@ -983,6 +967,21 @@ impl<'a> Session<'a> {
             .map_err(|r| rejected(&subject, r))?;
         check::output(output).map_err(|reason| GuardError::BadOutput { subject, reason })
     }
+}
+
+/// The subject of a tool definition the guard is given, or why it is not given at all:
+/// a definition over [`MAX_TOOL_JSON_BYTES`] never reaches the adapter.
+fn tool_subject(server: &str, tool_json: &str) -> Result<Subject, GuardError> {
+    let subject = Subject::new(server, None);
+    if tool_json.len() > MAX_TOOL_JSON_BYTES {
+        return Err(GuardError::TooLarge {
+            subject,
+            what: "the tool definition",
+            size: tool_json.len(),
+            limit: MAX_TOOL_JSON_BYTES,
+        });
+    }
+    Ok(subject)
 }
 
 fn rejected(subject: &Subject, r: wit::Rejection) -> GuardError {
