@@ -287,7 +287,8 @@ fn machine_to_discover() -> (tempfile::TempDir, std::path::PathBuf) {
         h.path(),
         "config/Claude/claude_desktop_config.json",
         &json!({"mcpServers": {"weather": {"command": "/bin/sh", "args": ["-c", script],
-                                           "env": {"TOKEN": "${HOME}"}}}})
+                                           "env": {"TOKEN": "${HOME}", "NODE_OPTIONS": "--require ./x.js",
+                                                   "GITHUB_TOKEN": ghp()}}}})
         .to_string(),
     );
     write(
@@ -315,6 +316,19 @@ fn discover_asks_first_and_starts_nothing_without_an_answer() {
         r.stderr
     );
     assert!(r.stderr.contains("not asked: no terminal"), "{}", r.stderr);
+    // Every value that changes what runs is shown; a credential is named, never shown.
+    assert!(
+        r.stderr.contains("env NODE_OPTIONS='--require ./x.js'"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("env GITHUB_TOKEN=(a credential, not shown)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains(&ghp()) && !r.stdout.contains(&ghp()));
     assert!(!marker.exists(), "a server started without approval");
     let v = r.json();
     assert!(

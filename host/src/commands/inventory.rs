@@ -32,6 +32,9 @@ struct Server {
     /// Its command line or URL, secrets masked.
     shown: String,
     found: Vec<Finding>,
+    /// The `env` and `header` values not to print (a credential by name or by the guard's
+    /// rules), as `env KEY` / `header KEY`.
+    hidden: std::collections::BTreeSet<String>,
     /// With `--discover`: its tools through the guard, or why they could not be listed;
     /// `None` when it was not started.
     discovered: Option<Result<Inspection, String>>,
@@ -90,11 +93,12 @@ pub fn run(
                     entries
                         .iter()
                         .map(|e| {
-                            let (shown, found) = check(&adapter, file, e);
+                            let (shown, found, hidden) = check(&adapter, file, e);
                             Server {
                                 entry: e.clone(),
                                 shown,
                                 found,
+                                hidden,
                                 discovered: None,
                             }
                         })
@@ -162,18 +166,29 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
                 file.path.display(),
                 s.shown
             );
-            let named: Vec<&str> = s
+            // Every value is shown (an `env` such as NODE_OPTIONS changes what runs),
+            // except a credential's, which is named only.
+            let values: Vec<String> = s
                 .entry
                 .env
-                .keys()
-                .chain(s.entry.headers.keys())
-                .map(String::as_str)
+                .iter()
+                .map(|(k, v)| (format!("env {k}"), v))
+                .chain(
+                    s.entry
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (format!("header {k}"), v)),
+                )
+                .map(|(what, v)| {
+                    if s.hidden.contains(&what) {
+                        format!("{what}=(a credential, not shown)")
+                    } else {
+                        format!("{what}={}", text::shown(v))
+                    }
+                })
                 .collect();
-            if !named.is_empty() {
-                line.push_str(&format!(
-                    " with {} as written",
-                    text::shown(&named.join(", "))
-                ));
+            if !values.is_empty() {
+                line.push_str(&format!(" with {} as written", values.join(", ")));
             }
             eprintln!("{line}");
             specs.push(spec);
@@ -243,8 +258,14 @@ fn unique_name(name: &str, taken: &mut std::collections::HashSet<String>) -> Str
     candidate
 }
 
-/// The entry's command line with secrets masked, and its findings.
-fn check(adapter: &Adapter, file: &File, e: &Entry) -> (String, Vec<Finding>) {
+/// The entry's command line with secrets masked, its findings, and the values not to
+/// print.
+fn check(
+    adapter: &Adapter,
+    file: &File,
+    e: &Entry,
+) -> (String, Vec<Finding>, std::collections::BTreeSet<String>) {
+    let mut hidden = std::collections::BTreeSet::new();
     let mut found = Vec::new();
     // Every value that may hold a secret, scanned by the guard's rules in one instance.
     let mut values: Vec<(String, &str)> = Vec::new();
@@ -293,20 +314,10 @@ fn check(adapter: &Adapter, file: &File, e: &Entry) -> (String, Vec<Finding>) {
         }
     }
     for ((what, value), secrets) in values.iter().zip(&secret_at) {
-        let credential_name = {
-            let w = what.to_ascii_uppercase();
-            [
-                "TOKEN",
-                "SECRET",
-                "PASSWORD",
-                "API_KEY",
-                "APIKEY",
-                "AUTHORIZATION",
-                "_KEY",
-            ]
-            .iter()
-            .any(|k| w.contains(k))
-        };
+        let credential_name = credential_name(what);
+        if !what.starts_with("argument") && (credential_name || !secrets.is_empty()) {
+            hidden.insert(what.clone());
+        }
         if secrets.is_empty()
             && credential_name
             && !what.starts_with("argument")
@@ -365,7 +376,23 @@ fn check(adapter: &Adapter, file: &File, e: &Entry) -> (String, Vec<Finding>) {
         let secrets: Vec<&_> = secret_at[values.len() - 1].iter().collect();
         shown = text::shown(&mask(u, &secrets));
     }
-    (shown, found)
+    (shown, found, hidden)
+}
+
+/// Whether a variable or header is named like a credential.
+fn credential_name(what: &str) -> bool {
+    let w = what.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "API_KEY",
+        "APIKEY",
+        "AUTHORIZATION",
+        "_KEY",
+    ]
+    .iter()
+    .any(|k| w.contains(k))
 }
 
 /// The package an `npx`/`bunx`/`uvx`/`pipx run` launch fetches without a fixed version.
