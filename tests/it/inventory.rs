@@ -348,6 +348,14 @@ fn discover_lists_each_servers_tools_through_the_guard_with_findings() {
         b"",
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // The start is in the user's audit trail, without the secret.
+    let trail = std::fs::read_to_string(h.path().join(".local/state/edgar/audit.jsonl"))
+        .unwrap_or_else(|e| panic!("no audit trail: {e}"));
+    assert!(trail.contains("\"event\":\"scan_discover\""), "{trail}");
+    assert!(
+        trail.contains("weather") && !trail.contains(&ghp()),
+        "{trail}"
+    );
     // Started once, with its values as written: `${HOME}` was not expanded.
     let got = std::fs::read_to_string(&marker).unwrap_or_else(|e| panic!("not started: {e}"));
     assert_eq!(got, "${HOME}");

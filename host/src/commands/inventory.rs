@@ -17,7 +17,7 @@ use edgar_host::mcp::client::{Inspection, Session, SessionOptions};
 use edgar_host::{net, paths, text};
 use serde_json::{Value, json};
 
-use super::context::{confirm, guarded, runtime};
+use super::context::{audit, confirm, guarded, runtime};
 
 /// One finding on a configuration entry.
 struct Finding {
@@ -206,6 +206,15 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
         eprintln!("edgar: nothing started; the report covers the configuration only");
         return Ok(());
     }
+    // What a human let run is in the trail: each server, where it was configured, and its
+    // launch as shown (secrets masked).
+    audit(
+        "scan_discover",
+        json!({"servers": at.iter().map(|&(fi, si)| {
+            let (file, servers) = &report[fi];
+            json!({"name": servers[si].entry.name, "file": file.path, "launch": servers[si].shown})
+        }).collect::<Vec<_>>(), "by": if yes { "--yes" } else { "terminal" }}),
+    );
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let config = Config {
         servers: specs,
