@@ -1,6 +1,6 @@
 //! What confinement costs: edgar's embedded example server started and called through a
-//! session with `"sandbox": "off"` and with a profile (Landlock + seccomp, no network),
-//! alternating. Start to first answer (spawn, the handshake, `tools/list` through the
+//! session with `"sandbox": "off"`, with a profile (Landlock + seccomp, no network) and
+//! with a host list (its own user and network namespace and edgar's proxy), in turn. Start to first answer (spawn, the handshake, `tools/list` through the
 //! guard, one call: the guard engine is warm after the first round) and sequential calls.
 //! Prints a Markdown table of medians.
 //!
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use edgar_host::config::{Config, Net, Sandbox, SandboxProfile, ServerSpec, Transport};
+use edgar_host::config::{Config, HostPort, Net, Sandbox, SandboxProfile, ServerSpec, Transport};
 use edgar_host::guard::AdapterSource;
 use edgar_host::mcp::client::{Session, SessionOptions};
 
@@ -85,42 +85,60 @@ fn median(mut v: Vec<Duration>) -> Duration {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let confined = || {
+    let profile = |net: Net| {
         Sandbox::On(SandboxProfile {
-            read: Vec::new(),
-            write: Vec::new(),
-            net: Net::None,
+            net,
+            ..SandboxProfile::default()
         })
     };
+    let hosts = vec![
+        HostPort::parse("api.example.com:443").unwrap_or_else(|e| panic!("{e}")),
+        HostPort::parse("localhost:5432").unwrap_or_else(|e| panic!("{e}")),
+    ];
+    let variants = [
+        ("`\"sandbox\": \"off\"`", Sandbox::Off),
+        ("confined, net none", profile(Net::None)),
+        (
+            "confined, net host list (own namespace + proxy)",
+            profile(Net::Hosts(hosts)),
+        ),
+    ];
     // Warm the guard engine and the page cache.
-    run(dir.path(), Sandbox::Off, 10).await;
-    run(dir.path(), confined(), 10).await;
-    let (mut off_start, mut on_start) = (Vec::new(), Vec::new());
+    for (_, v) in &variants {
+        run(dir.path(), v.clone(), 10).await;
+    }
+    let mut starts = vec![Vec::new(); variants.len()];
     for _ in 0..ROUNDS {
-        off_start.push(run(dir.path(), Sandbox::Off, 0).await.0);
-        on_start.push(run(dir.path(), confined(), 0).await.0);
+        for (i, (_, v)) in variants.iter().enumerate() {
+            starts[i].push(run(dir.path(), v.clone(), 0).await.0);
+        }
     }
-    let (mut off_call, mut on_call) = (Vec::new(), Vec::new());
+    let mut calls = vec![Vec::new(); variants.len()];
     for _ in 0..5 {
-        off_call.push(run(dir.path(), Sandbox::Off, CALLS).await.1);
-        on_call.push(run(dir.path(), confined(), CALLS).await.1);
+        for (i, (_, v)) in variants.iter().enumerate() {
+            calls[i].push(run(dir.path(), v.clone(), CALLS).await.1);
+        }
     }
-    let (a, b) = (median(off_start), median(on_start));
-    let (c, d) = (median(off_call), median(on_call));
+    let starts: Vec<Duration> = starts.into_iter().map(median).collect();
+    let calls: Vec<Duration> = calls.into_iter().map(median).collect();
     println!(
-        "| example server | `\"sandbox\": \"off\"` | confined (landlock + seccomp, net none) | ratio |"
+        "| example server | start to first answer (median of {ROUNDS}) | per call (median of 5 x {CALLS}) |"
     );
-    println!("|---|---|---|---|");
-    println!(
-        "| start to first answer (median of {ROUNDS}) | {:.1} ms | {:.1} ms | +{:.1} ms |",
-        a.as_secs_f64() * 1e3,
-        b.as_secs_f64() * 1e3,
-        (b.as_secs_f64() - a.as_secs_f64()) * 1e3
-    );
-    println!(
-        "| per call (median of 5 x {CALLS}) | {:.0} us | {:.0} us | {:.2}x |",
-        c.as_secs_f64() * 1e6,
-        d.as_secs_f64() * 1e6,
-        d.as_secs_f64() / c.as_secs_f64()
-    );
+    println!("|---|---|---|");
+    for (i, (name, _)) in variants.iter().enumerate() {
+        let extra = if i == 0 {
+            String::new()
+        } else {
+            format!(
+                " (+{:.1} ms / {:.2}x)",
+                (starts[i].as_secs_f64() - starts[0].as_secs_f64()) * 1e3,
+                calls[i].as_secs_f64() / calls[0].as_secs_f64()
+            )
+        };
+        println!(
+            "| {name}{extra} | {:.1} ms | {:.0} us |",
+            starts[i].as_secs_f64() * 1e3,
+            calls[i].as_secs_f64() * 1e6,
+        );
+    }
 }

@@ -261,9 +261,10 @@ pub struct SandboxArg {
     /// Confine it, letting it write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub write: Vec<String>,
-    /// Confine it with this network: `none` (the default when confined) or `all`.
-    #[arg(long, value_parser = ["none", "all"])]
-    pub net: Option<String>,
+    /// Confine it with this network: `none` (the default when confined), `all`, or a
+    /// `HOST:PORT` it may reach by name through edgar's proxy (repeatable).
+    #[arg(long, value_name = "none|all|HOST:PORT")]
+    pub net: Vec<String>,
     /// Write `"sandbox": "off"`: run it unconfined, on purpose.
     #[arg(long, conflicts_with_all = ["read", "write", "net"])]
     pub no_sandbox: bool,

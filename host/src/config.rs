@@ -119,7 +119,8 @@ pub struct ServerSpec {
 /// A stdio entry's `"sandbox"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Sandbox {
-    /// No `"sandbox"` key: not confined (yet: see docs/security.md), unless the policy requires it.
+    /// No `"sandbox"` key in a user entry: not confined (docs/security.md says why), unless
+    /// the policy requires it. A project entry without one gets edgar's default profile.
     #[default]
     Unset,
     /// `"sandbox": "off"`: not confined, on purpose.
@@ -128,7 +129,7 @@ pub enum Sandbox {
     On(SandboxProfile),
 }
 
-/// `"sandbox": {"read": [PATH...], "write": [PATH...], "net": "none" | "all"}`.
+/// `"sandbox": {"read": [PATH...], "write": [PATH...], "net": [HOST:PORT...] | "none" | "all"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxProfile {
     /// Read (and run) beyond the system's directories, its program and its arguments.
@@ -136,16 +137,101 @@ pub struct SandboxProfile {
     /// Read and write, beyond its private temporary directory.
     pub write: Vec<PathBuf>,
     pub net: Net,
+    /// edgar's own profile for an entry that has none (a project server's), not the entry's.
+    pub implied: bool,
 }
 
 /// A confined server's network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Net {
     /// No TCP, no internet, packet or Unix sockets.
     #[default]
     None,
+    /// Only these hosts, by name: through edgar's filtering proxy, from a network
+    /// namespace of its own (`mcp::sandbox::egress`).
+    Hosts(Vec<HostPort>),
     /// Everything.
     All,
+}
+
+/// One `"net"` host: a DNS name (or `*.` and a domain, for its subdomains), an IPv4
+/// address or a bracketed IPv6 one, and a port. Kept lower-case, without a trailing dot.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostPort {
+    /// Reads `host:port`; the error says what is wrong with it.
+    pub fn parse(s: &str) -> Result<HostPort, String> {
+        let shown = crate::text::shown(s);
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{shown} has no port: write it as host:port"))?;
+        let port = match port.parse::<u16>() {
+            Ok(p) if p > 0 => p,
+            _ => {
+                return Err(format!(
+                    "{shown}: the port must be a number from 1 to 65535"
+                ));
+            }
+        };
+        let host = host.to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
+        let ok = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            v6.parse::<std::net::Ipv6Addr>().is_ok()
+        } else {
+            let name = host.strip_prefix("*.").unwrap_or(&host);
+            !name.is_empty()
+                && name.len() <= 253
+                && name.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                })
+        };
+        if !ok {
+            return Err(format!(
+                "{shown}: the host must be a name (api.example.com, *.example.com), an IPv4 address or a bracketed IPv6 one"
+            ));
+        }
+        Ok(HostPort { host, port })
+    }
+
+    /// Whether a connection to `host` (as a client names it) and `port` is this one's.
+    pub fn admits(&self, host: &str, port: u16) -> bool {
+        if port != self.port {
+            return false;
+        }
+        let host = host.to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host);
+        match self.host.strip_prefix("*.") {
+            Some(domain) => host
+                .strip_suffix(domain)
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            None => host == self.host,
+        }
+    }
+
+    /// Whether it names this machine's loopback: reachable raw too, not only by proxy.
+    pub fn is_loopback(&self) -> bool {
+        matches!(self.host.as_str(), "localhost" | "[::1]")
+            || self
+                .host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback())
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
 }
 
 /// An entry's target as written in its file (`${VAR}` references kept).
@@ -539,6 +625,13 @@ impl ProjectEntry {
             None => {}
         }
         spec.project = Some(self.project.clone());
+        // A project's stdio server is confined unless its entry says otherwise.
+        if spec.sandbox == Sandbox::Unset && matches!(spec.transport, Transport::Stdio { .. }) {
+            spec.sandbox = Sandbox::On(SandboxProfile {
+                implied: true,
+                ..SandboxProfile::default()
+            });
+        }
         Ok(spec)
     }
 }
@@ -1011,7 +1104,7 @@ fn parse_server(
         Some(_) => {
             return Err((
                 "sandbox",
-                "must be \"off\" or {\"read\": [...], \"write\": [...], \"net\": \"none\" | \"all\"}".into(),
+                "must be \"off\" or {\"read\": [...], \"write\": [...], \"net\": [\"host:port\", ...] | \"none\" | \"all\"}".into(),
             ));
         }
     };
@@ -1058,7 +1151,11 @@ fn parse_server(
 }
 
 /// A `"sandbox"` object: paths with `~/` for the home and `${VAR}` expanded, relative
-/// ones against the config file's directory; `net` as `"none"` (the default) or `"all"`.
+/// ones against the config file's directory; `net` as `"none"` (the default), `"all"` or
+/// a list of `host:port` (an empty one is `"none"`).
+/// Hosts a profile may list (each loopback one is a listener in the server's namespace).
+pub const MAX_NET_HOSTS: usize = 64;
+
 fn sandbox_profile(
     o: &Map<String, Value>,
     base: &Path,
@@ -1095,18 +1192,41 @@ fn sandbox_profile(
         None | Some(Value::Null) => Net::None,
         Some(Value::String(s)) if s == "none" => Net::None,
         Some(Value::String(s)) if s == "all" => Net::All,
-        Some(Value::Array(_)) => {
+        Some(Value::Array(list)) => {
+            let mut hosts = Vec::new();
+            for h in list {
+                let Value::String(h) = h else {
+                    return Err(("sandbox", "net: each host is a \"host:port\" string".into()));
+                };
+                let h = expand_field(h, "sandbox", env)?;
+                hosts.push(HostPort::parse(&h).map_err(|e| ("sandbox", format!("net: {e}")))?);
+            }
+            hosts.sort();
+            hosts.dedup();
+            if hosts.len() > MAX_NET_HOSTS {
+                return Err((
+                    "sandbox",
+                    format!("net: at most {MAX_NET_HOSTS} hosts (use \"*.\" for a domain's)"),
+                ));
+            }
+            if hosts.is_empty() {
+                Net::None
+            } else {
+                Net::Hosts(hosts)
+            }
+        }
+        Some(_) => {
             return Err((
                 "sandbox",
-                "net: a list of hosts is not supported yet (it needs a filtering proxy); use \"none\" or \"all\"".into(),
+                "net must be \"none\", \"all\" or a list of \"host:port\"".into(),
             ));
         }
-        Some(_) => return Err(("sandbox", "net must be \"none\" or \"all\"".into())),
     };
     Ok(SandboxProfile {
         read: paths("read")?,
         write: paths("write")?,
         net,
+        implied: false,
     })
 }
 

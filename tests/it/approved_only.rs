@@ -235,7 +235,8 @@ fn the_approval_prompt_shows_every_field_that_runs_reads_or_sends() {
 #[test]
 fn a_variables_value_and_the_projects_code_are_part_of_the_approval() {
     let h = home();
-    let marker = h.path().join("ran");
+    let marker = h.path().join("out/ran");
+    std::fs::create_dir_all(h.path().join("out")).unwrap_or_else(|e| panic!("{e}"));
     write(
         &h.path().join("server.sh"),
         &format!(
@@ -245,8 +246,9 @@ fn a_variables_value_and_the_projects_code_are_part_of_the_approval() {
     );
     write(
         &h.path().join(".mcp.json"),
-        &json!({"mcpServers": {"p": {"command": "sh", "args": ["server.sh", "${WHERE}"]}}})
-            .to_string(),
+        &json!({"mcpServers": {"p": {"command": "sh", "args": ["server.sh", "${WHERE}"],
+                                     "sandbox": {"read": [FAKE], "write": ["out"]}}}})
+        .to_string(),
     );
     let approve = |env: &[(&str, &str)]| edgar(h.path(), env, &["mcp", "approve", "p", "--yes"]);
     let tools = |env: &[(&str, &str)]| edgar(h.path(), env, &["mcp", "tools", "p"]);

@@ -188,6 +188,145 @@ fn net_all_reaches_the_network_and_net_none_reaches_nothing() {
     }
 }
 
+/// A loopback HTTP server that answers every request with 200 and `name`.
+fn http_server(name: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let (l, _) = listener();
+    let port = l
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+                name.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn a_host_list_reaches_exactly_its_hosts_by_name() {
+    let h = Home::new();
+    let listed = http_server("listed");
+    let other = http_server("other");
+    let curl = |extra: &[&str], url: String| {
+        let mut argv = vec!["curl", "-sf", "-m", "5"];
+        argv.extend_from_slice(extra);
+        let mut argv: Vec<Value> = argv.into_iter().map(Value::from).collect();
+        argv.push(Value::from(url));
+        Value::Array(argv)
+    };
+    let tries = [
+        // (what, the probe's line, reached confined)
+        (curl(&[], format!("http://localhost:{listed}/")), true),
+        (curl(&["-p"], format!("http://localhost:{listed}/")), true),
+        (curl(&[], format!("http://localhost:{other}/")), false),
+        (curl(&["-p"], format!("http://localhost:{other}/")), false),
+        // Names, not addresses: the same server by another name is not on the list.
+        (curl(&[], format!("http://127.0.0.1:{listed}/")), false),
+        // Around the proxy there is only the namespace's own loopback.
+        (
+            curl(&["--noproxy", "*"], format!("http://127.0.0.1:{other}/")),
+            false,
+        ),
+        (
+            curl(&["--noproxy", "*"], format!("http://10.255.255.1:{other}/")),
+            false,
+        ),
+    ];
+    let line = |argv: &Value| {
+        format!(
+            "exec {}",
+            argv.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    let attempts = json!({
+        "connect": [format!("127.0.0.1:{listed}"), format!("127.0.0.1:{other}")],
+        "exec": tries.iter().map(|(argv, _)| argv.clone()).collect::<Vec<_>>(),
+    });
+    for (sandbox, confined) in [
+        (
+            json!({"read": ["~/allowed"], "net": [format!("localhost:{listed}"), "api.example.com:443"]}),
+            true,
+        ),
+        (json!("off"), false),
+    ] {
+        h.server(sandbox.clone());
+        let out = h.probe(attempts.clone());
+        // A raw connection reaches a listed loopback port (edgar forwards it), no other.
+        assert!(
+            allowed(&out, &format!("connect 127.0.0.1:{listed}")),
+            "{sandbox}: {out}"
+        );
+        assert_eq!(
+            allowed(&out, &format!("connect 127.0.0.1:{other}")),
+            !confined,
+            "{sandbox}: {out}"
+        );
+        for (argv, reached) in &tries {
+            let what = line(argv);
+            let unreachable = argv.to_string().contains("10.255.255.1");
+            if !confined && unreachable {
+                continue;
+            }
+            assert_eq!(
+                allowed(&out, &what),
+                *reached || !confined,
+                "{sandbox}: {what}:\n{out}"
+            );
+        }
+    }
+    // `mcp get` says how it runs.
+    h.server(json!({"net": [format!("localhost:{listed}")]}));
+    let v = run(EDGAR, h.path(), &["mcp", "get", "h"], b"").json();
+    let conf = v["confinement"].as_str().unwrap_or_default();
+    assert!(
+        conf.contains(&format!(
+            "net: localhost:{listed} (by name, through edgar's proxy)"
+        )),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_refused_host_is_named_when_the_server_fails() {
+    let h = Home::new();
+    let listed = http_server("listed");
+    let other = http_server("other");
+    user_config(
+        h.path(),
+        json!({"needy": {"command": "sh",
+                         "args": ["-c", format!("curl -sf -m 5 http://localhost:{other}/ >&2; exit 3")],
+                         "sandbox": {"net": [format!("localhost:{listed}")]}}}),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "needy"], b"");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr.contains(&format!(
+            "edgar's sandbox refused localhost:{other} (not in its \"net\" list)"
+        )),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn confinement_is_shown_required_by_policy_and_audited() {
     let h = Home::new();
@@ -258,9 +397,18 @@ fn confinement_is_shown_required_by_policy_and_audited() {
 fn a_profile_that_cannot_be_read_is_a_clear_error() {
     let h = Home::new();
     for (sandbox, want) in [
-        (json!({"net": ["api.example.com:443"]}), "not supported yet"),
+        (json!({"net": ["api.example.com"]}), "has no port"),
+        (json!({"net": ["api.example.com:0"]}), "from 1 to 65535"),
+        (json!({"net": ["api.example.com:https"]}), "from 1 to 65535"),
+        (
+            json!({"net": ["http://api.example.com:443"]}),
+            "the host must be",
+        ),
+        (json!({"net": ["a b:443"]}), "the host must be"),
+        (json!({"net": ["[zz]:443"]}), "the host must be"),
+        (json!({"net": [443]}), "\"host:port\" string"),
         (json!({"reed": ["~"]}), "unknown key"),
-        (json!({"net": "some"}), "\"none\" or \"all\""),
+        (json!({"net": "some"}), "\"none\", \"all\" or a list"),
         (json!("on"), "must be \"off\""),
     ] {
         h.server(sandbox.clone());
@@ -347,7 +495,42 @@ fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
         "good",
     ]);
     add(&["open", "--no-sandbox", "--", FAKE, "good"]);
+    add(&[
+        "web",
+        "--net",
+        "api.example.com:443",
+        "--net",
+        "localhost:5432",
+        "--",
+        FAKE,
+        "good",
+    ]);
+    for bad in [
+        &[
+            "x",
+            "--net",
+            "none",
+            "--net",
+            "api.example.com:443",
+            "--",
+            FAKE,
+        ][..],
+        &["x", "--net", "api.example.com", "--", FAKE][..],
+    ] {
+        let mut a = vec!["mcp", "add"];
+        a.extend_from_slice(bad);
+        let r = run(EDGAR, h.path(), &a, b"");
+        assert_ne!(r.code, Some(0), "{bad:?}: {}", r.stdout);
+    }
     let get = |name: &str| run(EDGAR, h.path(), &["mcp", "get", name], b"").json();
+    let web = get("web");
+    assert!(
+        web["confinement"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("net: api.example.com:443, localhost:5432 (by name"),
+        "{web}"
+    );
     let boxed = get("boxed");
     let line = boxed["confinement"].as_str().unwrap_or_default();
     assert!(
@@ -425,4 +608,82 @@ fn the_policy_caps_what_a_profile_may_grant() {
         let s = state(name);
         assert!(s.contains("blocked") && s.contains(rule), "{name}: {s}");
     }
+}
+
+#[test]
+fn a_project_server_without_a_profile_is_confined_by_default() {
+    let h = Home::new();
+    let repo = h.path().join("repo");
+    write(
+        &repo.join(".mcp.json"),
+        &json!({"mcpServers": {"p": {"command": FAKE, "args": ["good"],
+                "env": {"FAKE_TOOLS": h.path().join("allowed/tools.json").display().to_string()}}}})
+        .to_string(),
+    );
+    // Its tool list is outside the repository: the default profile reads only the repository.
+    std::fs::copy(h.path().join("allowed/tools.json"), repo.join("tools.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let in_repo = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(EDGAR);
+        edgar_tests::in_home(cmd.args(args), h.path()).current_dir(&repo);
+        Run::from(cmd.output().unwrap_or_else(|e| panic!("{e}")))
+    };
+    let approve = in_repo(&["mcp", "approve", "p", "--yes"]);
+    assert_eq!(approve.code, Some(0), "{}", approve.stderr);
+    assert!(
+        approve
+            .stdout
+            .contains("edgar's default for a project server"),
+        "the approval shows the profile: {}",
+        approve.stdout
+    );
+    let get = in_repo(&["mcp", "get", "p"]).json();
+    assert!(
+        get["confinement"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("confined: landlock + seccomp, net: none"),
+        "{get}"
+    );
+    // FAKE_TOOLS outside the repository cannot be read: it lists its built-in tools instead.
+    let r = in_repo(&["mcp", "tools", "p"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("p__echo") && !r.stdout.contains("p__probe"),
+        "{}",
+        r.stdout
+    );
+    // Pointed at its repository's copy (a new approval), it runs, and reaches nothing else.
+    write(
+        &repo.join(".mcp.json"),
+        &json!({"mcpServers": {"p": {"command": FAKE, "args": ["good"],
+                "env": {"FAKE_TOOLS": repo.join("tools.json").display().to_string()}}}})
+        .to_string(),
+    );
+    assert_eq!(in_repo(&["mcp", "approve", "p", "--yes"]).code, Some(0));
+    // Its new tool is held back until a human reviews it.
+    in_repo(&["mcp", "tools", "p", "--refresh"]);
+    assert_eq!(in_repo(&["mcp", "approve", "p", "--yes"]).code, Some(0));
+    let (_l, addr) = listener();
+    let p = |rel: &str| h.path().join(rel).display().to_string();
+    let args = json!({"read": [p(".ssh/id_rsa"), repo.join("tools.json").display().to_string()],
+                      "write": [p(".bashrc"), repo.join("dropped").display().to_string()],
+                      "connect": [addr]});
+    let r = in_repo(&["mcp", "call", "p__probe", &args.to_string()]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = r.stdout;
+    assert!(
+        !allowed(&out, &format!("read {}", p(".ssh/id_rsa"))),
+        "{out}"
+    );
+    assert!(
+        allowed(&out, &format!("read {}", repo.join("tools.json").display())),
+        "{out}"
+    );
+    assert!(!allowed(&out, &format!("write {}", p(".bashrc"))), "{out}");
+    assert!(
+        !allowed(&out, &format!("write {}", repo.join("dropped").display())),
+        "{out}"
+    );
+    assert!(!allowed(&out, &format!("connect {addr}")), "{out}");
 }

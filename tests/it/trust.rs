@@ -49,7 +49,8 @@ async fn a_cloned_repository_runs_sends_and_loads_nothing_until_approved() {
     let server = FakeHttp::start(|req| good(req).unwrap_or(Resp::Status(400, vec![]))).await;
     let h = home();
     let repo = h.path().to_owned();
-    let marker = repo.join("pwned");
+    let marker = repo.join("out/pwned");
+    std::fs::create_dir_all(repo.join("out")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         repo.join("adapter.wasm"),
         edgar_host::guard::builtin_component(),
@@ -59,7 +60,10 @@ async fn a_cloned_repository_runs_sends_and_loads_nothing_until_approved() {
     write(&one_tool, &json!([tool("echo", "Echo.", text_prop())]));
     let project = |args: Value| {
         json!({"mcpServers": {
-            "helper": {"command": FAKE, "args": args, "env": {"FAKE_MARKER": marker.display().to_string()}},
+            // It writes its marker into the repository: its profile says so (a project
+            // server is otherwise confined to reading it).
+            "helper": {"command": FAKE, "args": args, "env": {"FAKE_MARKER": marker.display().to_string()},
+                       "sandbox": {"write": ["out"]}},
             "remote": {"type": "http", "url": server.url, "headers": {"X-Secret": "${EDGAR_TEST_SECRET}"}},
             "adapted": {"command": FAKE, "args": ["good"], "adapter": "adapter.wasm",
                         "env": {"FAKE_TOOLS": one_tool.display().to_string()}}

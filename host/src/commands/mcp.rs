@@ -365,7 +365,15 @@ fn add(
     sandbox: &crate::cli::SandboxArg,
     command: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    let confined = !sandbox.read.is_empty() || !sandbox.write.is_empty() || sandbox.net.is_some();
+    let confined = !sandbox.read.is_empty() || !sandbox.write.is_empty() || !sandbox.net.is_empty();
+    let net = match sandbox.net.as_slice() {
+        [] => json!("none"),
+        [word] if word == "none" || word == "all" => json!(word),
+        hosts if hosts.iter().any(|h| h == "none" || h == "all") => {
+            bail!("--net none or --net all stands alone; --net HOST:PORT may repeat")
+        }
+        hosts => json!(hosts),
+    };
     if (confined || sandbox.no_sandbox) && url.is_some() {
         bail!("--read, --write, --net and --no-sandbox apply to stdio servers (a command)");
     }
@@ -393,7 +401,11 @@ fn add(
                 entry["sandbox"] = json!("off");
             } else if confined {
                 entry["sandbox"] = json!({"read": sandbox.read, "write": sandbox.write,
-                                          "net": sandbox.net.as_deref().unwrap_or("none")});
+                                          "net": net});
+            } else {
+                eprintln!(
+                    "note: {name} runs NOT confined (a user server is not, unless its entry has a \"sandbox\"): --read, --write and --net confine it, --no-sandbox says so"
+                );
             }
             entry
         }
@@ -402,8 +414,12 @@ fn add(
     };
     let file = scope_file(paths, scope)?;
     edit::add_server(&file, name, entry)?;
-    // Re-read so a bad entry (for example an unset ${VAR}) is reported now.
-    edgar_host::trust::admit::load(paths, None)?;
+    // Re-read so a bad entry (for example an unset ${VAR}) is reported now, and taken out
+    // again: the file is left as it was, not unreadable.
+    if let Err(e) = edgar_host::trust::admit::load(paths, None) {
+        edit::remove_server(&file, name)?;
+        return Err(anyhow::Error::new(e).context(format!("{name} was not added")));
+    }
     println!("added {name} to {}", file.display());
     if scope.project {
         println!(

@@ -529,3 +529,56 @@ fn unattended_grants_are_read() {
     // Secrets stay out of Debug.
     assert!(!format!("{:?}", by("xaa")).contains("\"s\""));
 }
+
+#[test]
+fn net_hosts_are_read_strictly_and_matched_by_name() {
+    for (text, host, port) in [
+        ("api.example.com:443", "api.example.com", 443),
+        ("API.Example.COM.:443", "api.example.com", 443),
+        ("*.example.com:443", "*.example.com", 443),
+        ("127.0.0.1:5432", "127.0.0.1", 5432),
+        ("[::1]:8080", "[::1]", 8080),
+        ("localhost:1", "localhost", 1),
+    ] {
+        let h = HostPort::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!((h.host.as_str(), h.port), (host, port), "{text}");
+    }
+    for bad in [
+        "api.example.com",
+        "api.example.com:",
+        "api.example.com:0",
+        "api.example.com:65536",
+        "api.example.com:https",
+        ":443",
+        "http://x:443",
+        "a b:443",
+        "a..b:443",
+        "-a.b:443",
+        "[zz]:443",
+        "::1:443",
+        "*:443",
+        "x.*.com:443",
+        "user@host:443",
+    ] {
+        assert!(HostPort::parse(bad).is_err(), "{bad} was accepted");
+    }
+    let wild = HostPort::parse("*.example.com:443").unwrap_or_else(|e| panic!("{e}"));
+    assert!(wild.admits("api.example.com", 443) && wild.admits("A.B.Example.com.", 443));
+    assert!(!wild.admits("example.com", 443));
+    assert!(!wild.admits("api.example.com", 80));
+    assert!(!wild.admits("evilexample.com", 443));
+    assert!(!wild.admits("api.example.com.evil.net", 443));
+    let exact = HostPort::parse("api.example.com:443").unwrap_or_else(|e| panic!("{e}"));
+    assert!(exact.admits("API.example.com", 443) && !exact.admits("x.api.example.com", 443));
+    for (text, loopback) in [
+        ("localhost:1", true),
+        ("127.0.0.1:1", true),
+        ("127.1.2.3:1", true),
+        ("[::1]:1", true),
+        ("localhost.example.com:1", false),
+        ("10.0.0.1:1", false),
+    ] {
+        let h = HostPort::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(h.is_loopback(), loopback, "{text}");
+    }
+}

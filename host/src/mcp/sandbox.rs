@@ -11,7 +11,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Net, SandboxProfile};
+use crate::config::{HostPort, Net, SandboxProfile};
+
+#[cfg(target_os = "linux")]
+mod netns;
+pub(crate) mod proxy;
 
 /// The Landlock ABI edgar asks for (Linux 6.10: files, TCP bind and connect, device
 /// ioctls); a kernel without it leaves the server unconfined, which is reported.
@@ -63,6 +67,13 @@ pub fn describe(profile: &SandboxProfile) -> String {
     let net = match &profile.net {
         Net::None => "none".to_owned(),
         Net::All => "all".to_owned(),
+        Net::Hosts(h) => format!(
+            "{} (by name, through edgar's proxy)",
+            h.iter()
+                .map(|h| crate::text::visible(&h.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let list = |v: &[PathBuf]| {
         if v.is_empty() {
@@ -74,8 +85,13 @@ pub fn describe(profile: &SandboxProfile) -> String {
                 .join(", ")
         }
     };
+    let implied = if profile.implied {
+        " (edgar's default for a project server; its entry's \"sandbox\" changes it)"
+    } else {
+        ""
+    };
     format!(
-        "confined: landlock + seccomp, net: {net}, read: {}, write: {}",
+        "confined: landlock + seccomp, net: {net}, read: {}, write: {}{implied}",
         list(&profile.read),
         list(&profile.write)
     )
@@ -118,6 +134,59 @@ pub struct Prepared {
     ruleset: Option<landlock::RulesetCreated>,
     #[cfg(target_os = "linux")]
     filters: Vec<seccompiler::BpfProgram>,
+    /// The network namespace a `"net"` host list runs in: the child's half.
+    #[cfg(target_os = "linux")]
+    netns: Option<netns::Child>,
+    egress: Option<Outside>,
+}
+
+/// edgar's side of a host list: where the namespace's listeners arrive, and the hosts.
+pub struct Outside {
+    #[cfg(target_os = "linux")]
+    parent: netns::Parent,
+    pub hosts: Vec<HostPort>,
+}
+
+impl Outside {
+    /// The variables that point the server's HTTP clients at the proxy.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        #[cfg(target_os = "linux")]
+        let url = format!("http://127.0.0.1:{}", self.parent.proxy_port());
+        #[cfg(not(target_os = "linux"))]
+        let url = String::new();
+        let mut env: Vec<(&'static str, String)> = [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ]
+        .into_iter()
+        .map(|k| (k, url.clone()))
+        .collect();
+        // Nothing bypasses it (a bypass would only meet the namespace's empty loopback).
+        env.push(("NO_PROXY", String::new()));
+        env.push(("no_proxy", String::new()));
+        // Node 24 and later read the variables above only when asked.
+        env.push(("NODE_USE_ENV_PROXY", "1".into()));
+        env
+    }
+
+    /// Starts the proxy and forwarders once the server runs (its listeners have arrived).
+    pub(crate) fn start(self, server: &str, tell: proxy::Tell) -> std::io::Result<proxy::Egress> {
+        #[cfg(target_os = "linux")]
+        {
+            let port = self.parent.proxy_port();
+            let listeners = self.parent.receive()?;
+            proxy::start(server, listeners, port, &self.hosts, tell)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (server, tell);
+            Err(std::io::Error::other("network namespaces need Linux"))
+        }
+    }
 }
 
 impl std::fmt::Debug for Prepared {
@@ -187,6 +256,13 @@ pub fn prepare(
     build(profile, read, write)
 }
 
+impl Prepared {
+    /// edgar's side of its host list, taken before the child is started.
+    pub fn take_outside(&mut self) -> Option<Outside> {
+        self.egress.take()
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn build(
     profile: &SandboxProfile,
@@ -194,18 +270,49 @@ fn build(
     write: Vec<PathBuf>,
 ) -> Result<Prepared, String> {
     use landlock::{
-        Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-        RulesetAttr, RulesetCreatedAttr,
+        Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+        Ruleset, RulesetAttr, RulesetCreatedAttr,
     };
     let fail = |e: &dyn std::fmt::Display| format!("cannot build its Landlock rules: {e}");
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI))
         .map_err(|e| fail(&e))?;
-    if profile.net == Net::None {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(ABI))
-            .map_err(|e| fail(&e))?;
+    // A host list runs in its own namespace, whose listeners are edgar's: it may connect
+    // to those ports only.
+    let (netns, egress) = match &profile.net {
+        Net::Hosts(hosts) => {
+            let mut loopback: Vec<u16> = hosts
+                .iter()
+                .filter(|h| h.is_loopback())
+                .map(|h| h.port)
+                .collect();
+            loopback.sort_unstable();
+            loopback.dedup();
+            let (child, parent) = netns::pair(&loopback)
+                .map_err(|e| format!("cannot make its network namespace's socket: {e}"))?;
+            (
+                Some(child),
+                Some(Outside {
+                    parent,
+                    hosts: hosts.clone(),
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+    match &profile.net {
+        Net::None => {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(ABI))
+                .map_err(|e| fail(&e))?;
+        }
+        Net::Hosts(_) => {
+            ruleset = ruleset
+                .handle_access(AccessNet::ConnectTcp)
+                .map_err(|e| fail(&e))?;
+        }
+        Net::All => {}
     }
     let mut created = ruleset.create().map_err(|e| {
         format!(
@@ -238,10 +345,19 @@ fn build(
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| fail(&e))?;
     }
-    let filters = seccomp(profile.net == Net::None)?;
+    if let (Some(child), Some(_)) = (&netns, &egress) {
+        for port in child.ports() {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(|e| fail(&e))?;
+        }
+    }
+    let filters = seccomp(&profile.net)?;
     Ok(Prepared {
         ruleset: Some(created),
         filters,
+        netns,
+        egress,
     })
 }
 
@@ -259,11 +375,11 @@ fn build(
 
 /// The seccomp filters: `clone3` answered `ENOSYS` (so the C library falls back to
 /// `clone`, whose flags a filter can read), then `EPERM` for the system calls no MCP
-/// server needs, `clone`/`unshare` with a namespace flag, and, without network, sockets
-/// of the internet, packet and Unix families (the D-Bus session bus, which reaches the
-/// keyring, is a Unix socket).
+/// server needs, `clone`/`unshare` with a namespace flag, and, unless its network is
+/// `"all"`, new sockets of the packet and Unix families (the D-Bus session bus, which
+/// reaches the keyring, is a Unix socket), and of the internet families too without any.
 #[cfg(target_os = "linux")]
-fn seccomp(no_network: bool) -> Result<Vec<seccompiler::BpfProgram>, String> {
+fn seccomp(net: &Net) -> Result<Vec<seccompiler::BpfProgram>, String> {
     use std::collections::BTreeMap;
 
     use seccompiler::{
@@ -347,14 +463,19 @@ fn seccomp(no_network: bool) -> Result<Vec<seccompiler::BpfProgram>, String> {
         clone_rules.push(SeccompRule::new(vec![c]).map_err(|e| fail(&e))?);
     }
     deny.insert(libc::SYS_clone, clone_rules);
-    if no_network {
-        let mut socket_rules = Vec::new();
-        for family in [
+    let families: &[libc::c_int] = match net {
+        Net::All => &[],
+        Net::Hosts(_) => &[libc::AF_PACKET, libc::AF_UNIX],
+        Net::None => &[
             libc::AF_INET,
             libc::AF_INET6,
             libc::AF_PACKET,
             libc::AF_UNIX,
-        ] {
+        ],
+    };
+    if !families.is_empty() {
+        let mut socket_rules = Vec::new();
+        for &family in families {
             let c =
                 SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
                     .map_err(|e| fail(&e))?;
@@ -369,13 +490,15 @@ fn seccomp(no_network: bool) -> Result<Vec<seccompiler::BpfProgram>, String> {
 }
 
 impl Prepared {
-    /// Applies the confinement to the calling process: Landlock (which sets
-    /// `no_new_privs`), then the seccomp filters. Called in the forked child before exec:
-    /// it allocates nothing and makes only `prctl`, `landlock_restrict_self` and
-    /// `seccomp` calls.
+    /// Applies the confinement to the calling process: its network namespace when it has
+    /// a host list, Landlock (which sets `no_new_privs`), then the seccomp filters. Called
+    /// in the forked child before exec: it allocates nothing and makes only system calls.
     pub fn apply(&mut self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
+            if let Some(ns) = self.netns.as_mut() {
+                ns.enter()?;
+            }
             if let Some(ruleset) = self.ruleset.take() {
                 let status = ruleset
                     .restrict_self()
@@ -435,10 +558,27 @@ mod tests {
             read: vec![PathBuf::from("/data")],
             write: Vec::new(),
             net: Net::All,
+            implied: false,
         };
         assert_eq!(
             describe(&p),
             "confined: landlock + seccomp, net: all, read: /data, write: -"
+        );
+        let hosts = ["api.example.com:443", "localhost:5432"]
+            .iter()
+            .map(|h| HostPort::parse(h).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let p = SandboxProfile {
+            net: Net::Hosts(hosts),
+            implied: true,
+            ..p
+        };
+        let line = describe(&p);
+        assert!(
+            line.contains(
+                "net: api.example.com:443, localhost:5432 (by name, through edgar's proxy)"
+            ) && line.ends_with("its entry's \"sandbox\" changes it)"),
+            "{line}"
         );
     }
 }

@@ -64,6 +64,8 @@ pub(crate) struct Stdio {
     pgid: Option<rustix::process::Pid>,
     /// The private working directory made for it, removed when it is dropped.
     _workdir: Option<tempfile::TempDir>,
+    /// The proxy of a confined server with a `"net"` host list; stopped at close.
+    egress: Option<super::sandbox::proxy::Egress>,
     stderr: Arc<StderrTail>,
     close_stdin: Option<oneshot::Sender<()>>,
     closed: bool,
@@ -116,7 +118,8 @@ fn before_exec(_: &mut Command, confinement: Option<super::sandbox::Prepared>) {
 pub(crate) struct StderrTail(Mutex<VecDeque<String>>);
 
 impl StderrTail {
-    fn push_line(&self, line: &str) {
+    /// Keeps `line`, dropping the oldest beyond the tail's bounds.
+    pub(crate) fn push_line(&self, line: &str) {
         let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let line: String = line.chars().take(STDERR_TAIL_BYTES / 4).collect();
         q.push_back(line);
@@ -173,7 +176,7 @@ impl Stdio {
                     .map_err(|e| format!("cannot make a private working directory for it: {e}"))?,
             ),
         };
-        let confinement = match (s.sandbox, &workdir) {
+        let mut confinement = match (s.sandbox, &workdir) {
             (Some(profile), Some(dir)) => {
                 let protected: Vec<PathBuf> = [
                     crate::paths::config_dir(),
@@ -203,6 +206,10 @@ impl Stdio {
             }
             _ => None,
         };
+        // A host list's proxy: its side is kept here, the namespace's goes to the child.
+        let outside = confinement
+            .as_mut()
+            .and_then(super::sandbox::Prepared::take_outside);
         let cwd = match (s.cwd, &workdir) {
             (Some(cwd), _) => cwd,
             (None, Some(dir)) => dir.path(),
@@ -230,10 +237,18 @@ impl Stdio {
             .stderr(Pipe::piped())
             .process_group(0)
             .kill_on_drop(true);
+        for (key, value) in outside.iter().flat_map(super::sandbox::Outside::env) {
+            cmd.env(key, value);
+        }
         before_exec(&mut cmd, confinement);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", shown(s.command)))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            let why = if outside.is_some() {
+                " (its \"net\" host list needs a network namespace of its own: are unprivileged user namespaces allowed here?)"
+            } else {
+                ""
+            };
+            format!("cannot run {}: {e}{why}", shown(s.command))
+        })?;
         let pgid = child
             .id()
             .and_then(|id| rustix::process::Pid::from_raw(id as i32));
@@ -247,6 +262,13 @@ impl Stdio {
         };
         let child = Arc::new(tokio::sync::Mutex::new(child));
         let tail = Arc::new(StderrTail::default());
+        let egress = outside
+            .map(|o| {
+                let tail = tail.clone();
+                o.start(s.server, Arc::new(move |line: &str| tail.push_line(line)))
+            })
+            .transpose()
+            .map_err(|e| format!("cannot serve its network namespace: {e}"))?;
 
         let (out_tx, out_rx) = mpsc::channel::<Outbound>(CHANNEL_DEPTH);
         let (ev_tx, ev_rx) = mpsc::channel::<Event>(CHANNEL_DEPTH);
@@ -269,6 +291,7 @@ impl Stdio {
             child,
             pgid,
             _workdir: workdir,
+            egress,
             stderr: tail,
             close_stdin: Some(close_tx),
             closed: false,
@@ -306,6 +329,7 @@ impl Stdio {
         self.signal(rustix::process::Signal::KILL);
         let _ = child.start_kill();
         let _ = child.wait().await;
+        self.egress = None;
         if let Some(pid) = self.pgid {
             super::hygiene::ended(pid.as_raw_nonzero().get());
         }

@@ -123,19 +123,63 @@ pub struct SandboxLimits {
     pub net: Option<NetLimit>,
 }
 
-/// The most network a profile may have.
+/// The most network a profile may have: `"none"`, `"all"`, or a list of hosts (as a
+/// profile writes them, `*.` for a domain's) that the profile's hosts must fall within.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum NetLimit {
+    Word(NetWord),
+    Hosts(Vec<String>),
+}
+
+/// `"none"` or `"all"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum NetLimit {
+pub enum NetWord {
     None,
     All,
+}
+
+impl NetLimit {
+    /// What of `net` goes beyond this limit, for the error.
+    fn exceeded(&self, net: &crate::config::Net) -> Option<String> {
+        use crate::config::Net;
+        match (self, net) {
+            (_, Net::None) | (NetLimit::Word(NetWord::All), _) => None,
+            (_, Net::All) => Some("\"net\": \"all\"".into()),
+            (NetLimit::Word(NetWord::None), Net::Hosts(h)) => {
+                Some(format!("\"net\" lists {}", h[0]))
+            }
+            (NetLimit::Hosts(allowed), Net::Hosts(hosts)) => {
+                let allowed: Vec<crate::config::HostPort> = allowed
+                    .iter()
+                    .filter_map(|a| crate::config::HostPort::parse(a).ok())
+                    .collect();
+                // A listed host is within the limit when a limit host admits it by name
+                // (a `*.` profile host only within a `*.` limit of the same or a parent domain).
+                hosts
+                    .iter()
+                    .find(|h| {
+                        !allowed.iter().any(|a| {
+                            let name = h
+                                .host
+                                .strip_prefix("*.")
+                                .map_or(h.host.clone(), |d| format!("x.{d}"));
+                            a.admits(&name, h.port)
+                                && (!h.host.starts_with("*.") || a.host.starts_with("*."))
+                        })
+                    })
+                    .map(|h| format!("\"net\" lists {h}"))
+            }
+        }
+    }
 }
 
 impl SandboxLimits {
     /// The limit a profile exceeds, if any.
     fn exceeded(&self, profile: &crate::config::SandboxProfile) -> Option<String> {
-        if self.net == Some(NetLimit::None) && profile.net == crate::config::Net::All {
-            return Some("sandbox_limits.net (the profile says \"net\": \"all\")".into());
+        if let Some(what) = self.net.as_ref().and_then(|n| n.exceeded(&profile.net)) {
+            return Some(format!("sandbox_limits.net (the profile's {what})"));
         }
         if let Some(within) = &self.write_within {
             let home = crate::paths::absolute_var("HOME").map(PathBuf::from);
@@ -199,6 +243,14 @@ impl Policy {
                     file,
                     "a server rule needs a name, command or url, or a source (to allow nothing, use \"allow_servers\": [])",
                 ));
+            }
+        }
+        if let Some(NetLimit::Hosts(hosts)) =
+            policy.sandbox_limits.as_ref().and_then(|l| l.net.as_ref())
+        {
+            for h in hosts {
+                crate::config::HostPort::parse(h)
+                    .map_err(|e| TrustError::file(file, format!("sandbox_limits.net: {e}")))?;
             }
         }
         for d in policy.allowed_adapters.iter().flatten() {

@@ -83,7 +83,7 @@ pub(super) fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
         return e;
     };
     let hint = format!(
-        "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": \"all\") or set \"sandbox\": \"off\"",
+        "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": [\"host:port\"] or \"all\") or set \"sandbox\": \"off\"",
         crate::mcp::sandbox::describe(p)
     );
     explained(e, &hint)

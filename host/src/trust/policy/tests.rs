@@ -64,3 +64,36 @@ fn tool_rules_match_server_slash_tool() {
     assert!(!p.allows("github", "delete_repo"));
     assert!(!p.allows("slack", "post"));
 }
+
+#[test]
+fn a_net_limit_admits_only_hosts_within_it() {
+    use crate::config::{HostPort, Net};
+    let hosts = |list: &[&str]| {
+        Net::Hosts(
+            list.iter()
+                .map(|h| HostPort::parse(h).unwrap_or_else(|e| panic!("{e}")))
+                .collect(),
+        )
+    };
+    let limit = NetLimit::Hosts(vec!["*.corp.example:443".into(), "localhost:5432".into()]);
+    for (net, within) in [
+        (Net::None, true),
+        (hosts(&["api.corp.example:443"]), true),
+        (hosts(&["a.b.corp.example:443", "localhost:5432"]), true),
+        (hosts(&["*.eu.corp.example:443"]), true),
+        (Net::All, false),
+        (hosts(&["corp.example:443"]), false),
+        (hosts(&["api.corp.example:80"]), false),
+        (hosts(&["evilcorp.example:443"]), false),
+        (hosts(&["api.corp.example.evil.net:443"]), false),
+        (hosts(&["*.example:443"]), false),
+        (hosts(&["api.corp.example:443", "127.0.0.1:5432"]), false),
+    ] {
+        assert_eq!(limit.exceeded(&net).is_none(), within, "{net:?}");
+    }
+    let none = NetLimit::Word(NetWord::None);
+    assert!(none.exceeded(&hosts(&["localhost:1"])).is_some());
+    assert!(none.exceeded(&Net::None).is_none());
+    let all = NetLimit::Word(NetWord::All);
+    assert!(all.exceeded(&Net::All).is_none());
+}

@@ -1,0 +1,262 @@
+//! The filtering proxy a confined server with a `"net"` host list reaches from its own
+//! network namespace: HTTP `CONNECT` (for TLS and any TCP) and plain `http://` requests
+//! in absolute form, each let through only when one of the profile's hosts admits its
+//! name and port. A loopback host of the list also gets a plain TCP forwarder, so a
+//! client that knows nothing of proxies (a database driver) reaches it too.
+//!
+//! Everything runs in edgar's runtime, on listeners that live in the server's namespace
+//! (`netns`); dropping the [`Egress`] stops them all.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::config::HostPort;
+
+/// Where a refusal is told (the server's stderr tail, which a failed start's error shows).
+pub(crate) type Tell = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Connections a server may have open through edgar at once (each holds two sockets).
+const MAX_CONNECTIONS: usize = 256;
+/// How long reaching a host may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's head may take to arrive.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The running proxy and forwarders of one server; dropped, they stop.
+#[derive(Debug)]
+pub struct Egress {
+    tasks: JoinSet<()>,
+}
+
+/// Who may be reached, and where a refusal is told.
+struct Rules {
+    server: String,
+    hosts: Vec<HostPort>,
+    tell: Tell,
+    slots: Arc<Semaphore>,
+}
+
+impl Rules {
+    /// Whether `host:port` is on the list; a refusal is written where a failed start's
+    /// error will show it.
+    fn admits(&self, host: &str, port: u16) -> bool {
+        if self.hosts.iter().any(|h| h.admits(host, port)) {
+            return true;
+        }
+        let line = format!(
+            "edgar's sandbox refused {}:{port} (not in its \"net\" list)",
+            crate::text::visible(host)
+        );
+        tracing::warn!(server = %self.server, "{line}");
+        (self.tell)(&line);
+        false
+    }
+}
+
+/// Serves `listeners` (from `netns::Parent::receive`): the one on `proxy_port` is the
+/// proxy, each other one forwards to the loopback host of the list with its port.
+pub(crate) fn start(
+    server: &str,
+    listeners: Vec<(u16, std::net::TcpListener)>,
+    proxy_port: u16,
+    hosts: &[HostPort],
+    tell: Tell,
+) -> std::io::Result<Egress> {
+    let rules = Arc::new(Rules {
+        server: server.to_owned(),
+        hosts: hosts.to_vec(),
+        tell,
+        slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+    });
+    let mut tasks = JoinSet::new();
+    for (port, listener) in listeners {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        if port == proxy_port {
+            tasks.spawn(serve_proxy(listener, rules.clone()));
+        } else if let Some(host) = hosts.iter().find(|h| h.port == port && h.is_loopback()) {
+            let target = host.host.trim_start_matches('[').trim_end_matches(']');
+            tasks.spawn(forward(listener, (target.to_owned(), port), rules.clone()));
+        }
+    }
+    Ok(Egress { tasks })
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        self.tasks.abort_all();
+    }
+}
+
+/// Accepts the server's proxy connections, one task each, within the connection slots.
+async fn serve_proxy(listener: TcpListener, rules: Arc<Rules>) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok(permit) = rules.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        let rules = rules.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let rules = rules.clone();
+                async move { Ok::<_, Infallible>(handle(req, rules).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+/// One request to the proxy.
+async fn handle(req: Request<Incoming>, rules: Arc<Rules>) -> Response<Body> {
+    let Some(authority) = req.uri().authority().cloned() else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "edgar's sandbox proxy takes CONNECT host:port or an absolute http:// URL",
+        );
+    };
+    let host = authority.host().to_owned();
+    let connect = req.method() == Method::CONNECT;
+    let port = match (authority.port_u16(), connect, req.uri().scheme_str()) {
+        (Some(p), _, _) => p,
+        (None, false, Some("http")) => 80,
+        (None, true, _) => {
+            return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        }
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "only http:// is sent in absolute form; https goes through CONNECT",
+            );
+        }
+    };
+    if !rules.admits(&host, port) {
+        return text(
+            StatusCode::FORBIDDEN,
+            &format!("edgar's sandbox: {host}:{port} is not in this server's \"net\" list"),
+        );
+    }
+    let target = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let upstream = match reach(&target, port).await {
+        Ok(s) => s,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                &format!("cannot reach {host}:{port}: {e}"),
+            );
+        }
+    };
+    if connect {
+        tokio::spawn(async move {
+            if let Ok(upgraded) = hyper::upgrade::on(req).await {
+                let mut upstream = upstream;
+                let _ =
+                    tokio::io::copy_bidirectional(&mut TokioIo::new(upgraded), &mut upstream).await;
+            }
+        });
+        return Response::new(empty());
+    }
+    relay(req, upstream).await
+}
+
+/// Sends a plain `http://` request on to its host, in origin form, and returns the answer.
+async fn relay(mut req: Request<Incoming>, upstream: TcpStream) -> Response<Body> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    match path.parse() {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "the request's path cannot be read"),
+    }
+    for h in ["proxy-authorization", "proxy-connection"] {
+        req.headers_mut().remove(h);
+    }
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+            Ok(pair) => pair,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+        };
+    tokio::spawn(conn);
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(BodyExt::boxed),
+        Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+    }
+}
+
+/// Forwards each connection to `listener` (a loopback port in the server's namespace) to
+/// the same port on this machine's loopback.
+async fn forward(listener: TcpListener, target: (String, u16), rules: Arc<Rules>) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok(permit) = rules.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut inside = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        let target = target.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            if let Ok(mut outside) = reach(&target.0, target.1).await {
+                let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+            }
+        });
+    }
+}
+
+async fn reach(host: &str, port: u16) -> std::io::Result<TcpStream> {
+    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| std::io::Error::other("timed out"))?
+}
+
+fn empty() -> Body {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("{message}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r
+}
