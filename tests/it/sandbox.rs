@@ -687,3 +687,36 @@ fn a_project_server_without_a_profile_is_confined_by_default() {
     );
     assert!(!allowed(&out, &format!("connect {addr}")), "{out}");
 }
+
+/// A real HTTP client (npm, which reads `HTTPS_PROXY`) inside a confined server's own
+/// namespace reaches a real listed host through edgar's proxy, and is refused another.
+#[test]
+fn a_real_client_reaches_a_listed_registry_through_the_proxy() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.path().join(".npm")).unwrap_or_else(|e| panic!("{e}"));
+    for (host, reached) in [
+        ("registry.npmjs.org:443", true),
+        ("api.example.com:443", false),
+    ] {
+        user_config(
+            h.path(),
+            json!({"reg": {"command": "sh",
+                           "args": ["-c", format!("npm ping --fetch-retries=0 >&2 || exit 7; exec {FAKE} good")],
+                           "startup_timeout_sec": 60,
+                           "sandbox": {"read": [FAKE], "write": ["~/.npm"], "net": [host]}}}),
+        );
+        let r = run(EDGAR, h.path(), &["mcp", "tools", "reg", "--refresh"], b"");
+        if reached {
+            assert_eq!(r.code, Some(0), "{}", r.stderr);
+            assert!(r.stdout.contains("reg__echo"), "{}", r.stdout);
+        } else {
+            assert_ne!(r.code, Some(0), "{}", r.stdout);
+            assert!(
+                r.stderr
+                    .contains("edgar's sandbox refused registry.npmjs.org:443"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}
