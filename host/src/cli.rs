@@ -150,6 +150,38 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The prompts servers offer (starts them), through the guard.
+    Prompts {
+        /// Only this server.
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Get a prompt's messages: NAME is SERVER/PROMPT; arguments as KEY=VALUE.
+    Prompt {
+        name: String,
+        arguments: Vec<String>,
+        /// Print the messages as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The resources and resource templates servers offer (starts them).
+    Resources {
+        /// Only this server.
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a resource by its URI, through the guard.
+    Read {
+        uri: String,
+        /// The server to read it from (else the one that lists it).
+        #[arg(long)]
+        server: Option<String>,
+        /// Print the content blocks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Call a tool: TOOL is the name the model sees, or SERVER/TOOL.
     Call {
         tool: String,

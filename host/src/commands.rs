@@ -1,11 +1,13 @@
 //! Runs a parsed command: glue over the library, and the only place that prints.
 
 mod account;
+mod content;
 mod context;
 mod dev;
 mod guard;
 mod inventory;
 mod mcp;
+mod output;
 mod progress;
 mod search;
 mod serve;

@@ -35,6 +35,9 @@ pub enum McpError {
     UnknownServer(String),
     #[error("no tool named '{0}'; `edgar mcp tools` lists them")]
     UnknownTool(String),
+    /// A prompt or resource the server does not list (`what` says which, escaped).
+    #[error("MCP server '{server}' offers no {what}")]
+    NotOffered { server: String, what: String },
     #[error("MCP server '{server}' could not start: {reason}")]
     Start { server: String, reason: String },
     /// The server failed earlier in this session and stays failed until reset.
@@ -122,6 +125,7 @@ impl McpError {
         match self {
             McpError::UnknownServer(_) => "unknown_server",
             McpError::UnknownTool(_) => "unknown_tool",
+            McpError::NotOffered { .. } => "not_offered",
             McpError::Start { .. } => "start",
             McpError::Failed { .. } => "failed",
             McpError::NeedsLogin { .. } => "needs_login",
@@ -144,6 +148,7 @@ impl McpError {
         match self {
             McpError::UnknownServer(s) => Some(s),
             McpError::Start { server, .. }
+            | McpError::NotOffered { server, .. }
             | McpError::Failed { server, .. }
             | McpError::NeedsLogin { server, .. }
             | McpError::Exchange { server, .. }

@@ -3,6 +3,7 @@
 
 mod approved_only;
 mod auth_cli;
+mod content;
 mod findings;
 mod gateway;
 mod guard;

@@ -122,6 +122,44 @@ async fn exercise_everything(h: &Harness) {
         let out = r.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(text_of(&out), format!("Echo: n{i}"));
     }
+    // Prompts and resources over the same transport, through the guard.
+    let prompts = h
+        .session
+        .prompts("everything")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        prompts.iter().any(|p| p.name == "simple-prompt"),
+        "{prompts:?}"
+    );
+    let args = BTreeMap::from([("city".to_owned(), "Oslo".to_owned())]);
+    let out = h
+        .session
+        .prompt("everything", "args-prompt", &args)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&out.messages[0].content[0], edgar_host::guard::ContentBlock::Text { text } if text.contains("Oslo")),
+        "{out:?}"
+    );
+    let resources = h
+        .session
+        .resources("everything")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let doc = resources
+        .iter()
+        .find(|r| !r.template)
+        .unwrap_or_else(|| panic!("no resource in {resources:?}"));
+    let blocks = h
+        .session
+        .read("everything", &doc.uri)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { uri, .. } if *uri == doc.uri),
+        "{blocks:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

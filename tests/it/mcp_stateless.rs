@@ -142,6 +142,49 @@ async fn a_stateless_server_is_reached_without_a_handshake_and_its_era_remembere
 }
 
 #[tokio::test]
+async fn prompts_and_resources_of_a_stateless_server_carry_the_revision() {
+    let (dir, log, t) = wire("content");
+    let s = session(
+        dir.path(),
+        vec![recorded("st", &log, &[STATELESS], &t)],
+        false,
+    );
+    let prompts = s.prompts("st").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let args = std::collections::BTreeMap::from([("who".to_owned(), "Ada".to_owned())]);
+    let out = s
+        .prompt("st", "greet", &args)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&out.messages[0].content[0], edgar_host::guard::ContentBlock::Text { text } if text == "Hello, Ada"),
+        "{out:?}"
+    );
+    let blocks = s
+        .read("st", "note://one")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { text: Some(t), .. } if t == "stateless text"),
+        "{blocks:?}"
+    );
+    s.close().await;
+    let seen = methods(&log);
+    for m in ["prompts/list", "prompts/get", "resources/read"] {
+        assert!(seen.iter().any(|s| s == m), "{m} not sent: {seen:?}");
+    }
+    // The server answers only requests stamped with its revision: every one was.
+    assert!(
+        stamped(&log)
+            .iter()
+            .all(|v| v.as_deref() == Some("2026-07-28")),
+        "{:?}",
+        stamped(&log)
+    );
+    assert!(!seen.iter().any(|m| m == "initialize"), "{seen:?}");
+}
+
+#[tokio::test]
 async fn a_handshake_server_is_probed_once_then_greeted_directly() {
     let (dir, log, t) = wire("handshake");
     let fake = || recorded("hs", &log, &[HANDSHAKE, "good"], &t);

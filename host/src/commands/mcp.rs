@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use edgar_host::config::{ConfigPaths, Held, Hold, Transport, edit};
-use edgar_host::guard::ContentBlock;
 use edgar_host::mcp::client::{ServerState, Session};
 use serde_json::{Value, json};
 
 use super::context::{guarded, load, note_held, runtime, session};
+use super::output::{print_blocks, print_json};
 use super::sign_in::SignIn;
 use crate::cli::{McpCommand, ScopeArg};
 
@@ -255,6 +255,20 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             session.close().await;
             result
         }),
+        McpCommand::Prompts { name, json } => {
+            super::content::prompts(&load(&paths)?, &cwd, name.as_deref(), json)
+        }
+        McpCommand::Prompt {
+            name,
+            arguments,
+            json,
+        } => super::content::prompt(&load(&paths)?, &cwd, &name, &arguments, json),
+        McpCommand::Resources { name, json } => {
+            super::content::resources(&load(&paths)?, &cwd, name.as_deref(), json)
+        }
+        McpCommand::Read { uri, server, json } => {
+            super::content::read(&load(&paths)?, &cwd, &uri, server.as_deref(), json)
+        }
         McpCommand::Call {
             tool,
             arguments,
@@ -529,102 +543,5 @@ fn describe(state: &ServerState) -> (&'static str, Option<String>) {
             }),
         ),
         ServerState::NeedsLogin => ("needs login", None),
-    }
-}
-
-fn print_json(v: &Value) -> anyhow::Result<()> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, v)?;
-    writeln!(out)?;
-    out.flush()?;
-    Ok(())
-}
-
-/// A server's text made safe for a terminal: escape sequences (clipboard writes, title
-/// changes, cursor moves) and other control characters are shown, not obeyed. Newlines
-/// and tabs stay.
-fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(unsafe_char) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| {
-            if unsafe_char(c) {
-                c.escape_default().collect()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
-}
-
-fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
-    use std::io::IsTerminal;
-    let tty = std::io::stdout().is_terminal();
-    let shown = |t: &str| -> String {
-        if tty {
-            terminal_safe(t).into_owned()
-        } else {
-            t.to_owned()
-        }
-    };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for b in blocks {
-        match b {
-            ContentBlock::Text { text } => writeln!(out, "{}", shown(text))?,
-            ContentBlock::Image { mime_type, data } => writeln!(
-                out,
-                "[image {}, {} bytes base64]",
-                shown(mime_type),
-                data.len()
-            )?,
-            ContentBlock::Audio { mime_type, data } => writeln!(
-                out,
-                "[audio {}, {} bytes base64]",
-                shown(mime_type),
-                data.len()
-            )?,
-            ContentBlock::ResourceLink { uri, name, .. } => {
-                writeln!(out, "[resource link {}: {}]", shown(name), shown(uri))?
-            }
-            ContentBlock::Resource {
-                uri,
-                text: Some(text),
-                ..
-            } => writeln!(out, "[resource {}]\n{}", shown(uri), shown(text))?,
-            ContentBlock::Resource { uri, blob, .. } => writeln!(
-                out,
-                "[resource {}, {} bytes base64]",
-                shown(uri),
-                blob.as_ref().map_or(0, String::len)
-            )?,
-        }
-    }
-    out.flush()?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::terminal_safe;
-
-    #[test]
-    fn escape_sequences_are_shown_not_obeyed() {
-        for evil in [
-            "\u{1b}]52;c;ZXZpbA==\u{7}", // OSC 52: write the clipboard
-            "\u{1b}]0;owned\u{7}",       // the window title
-            "\u{1b}[2J\u{1b}[H",         // clear the screen, cursor home
-            "\u{9b}31m",                 // an 8-bit CSI
-            "a\rb",                      // overwrite the line
-        ] {
-            let out = terminal_safe(evil);
-            assert!(!out.chars().any(|c| c.is_control()), "{out:?}");
-        }
-        assert_eq!(
-            terminal_safe("two\nlines\tand a tab"),
-            "two\nlines\tand a tab"
-        );
     }
 }

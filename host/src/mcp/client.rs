@@ -17,11 +17,14 @@ use std::collections::HashMap;
 mod call;
 mod catalog;
 mod connect;
+mod content;
 mod discovery;
 mod findings;
 mod hints;
 mod inspect;
+mod prompts;
 mod refresh;
+mod resources;
 
 use super::McpError;
 use super::connection::{ClientHandler, Connection, NoHandler};
@@ -44,6 +47,8 @@ use tokio::sync::Mutex as AsyncMutex;
 use connect::TransportHandle;
 pub use hints::confinement_line;
 pub use inspect::Inspection;
+pub use prompts::{Prompt, PromptArgument, PromptMessage, PromptOutput};
+pub use resources::Resource;
 
 /// Most `tools/list` pages followed before a server is considered broken.
 pub const MAX_PAGES: usize = 100;

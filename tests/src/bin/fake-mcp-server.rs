@@ -244,6 +244,37 @@ fn main() {
                 }
             }
             "ping" => json!({}),
+            // Prompts and resources from `FAKE_CONTENT`: a JSON object by method, then by
+            // cursor (lists, "" for the first page), prompt name or URI.
+            "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+                if std::env::var_os("FAKE_CONTENT").is_some() =>
+            {
+                let content: Value = std::env::var("FAKE_CONTENT")
+                    .ok()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default();
+                let params = &msg["params"];
+                let key = params["cursor"]
+                    .as_str()
+                    .or(params["name"].as_str())
+                    .or(params["uri"].as_str())
+                    .unwrap_or_default();
+                match content[method].get(key) {
+                    Some(v) => v.clone(),
+                    None => {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "no such item"}}),
+                        );
+                        continue;
+                    }
+                }
+            }
             _ => {
                 send(
                     &mut out,

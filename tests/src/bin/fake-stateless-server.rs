@@ -191,6 +191,15 @@ fn main() {
                 json!({"resultType": "complete", "tools": tools, "ttlMs": ttl, "cacheScope": "public"})
             }
             "tools/call" => call(params),
+            // A prompt and a resource: answered only with the revision's `_meta` (above).
+            "prompts/list" => json!({"resultType": "complete",
+                "prompts": [{"name": "greet", "arguments": [{"name": "who", "required": true}]}]}),
+            "prompts/get" => json!({"resultType": "complete", "messages": [{"role": "user",
+                "content": {"type": "text", "text": format!("Hello, {}", params["arguments"]["who"].as_str().unwrap_or("?"))}}]}),
+            "resources/list" => json!({"resultType": "complete",
+                "resources": [{"uri": "note://one", "name": "one", "mimeType": "text/plain"}]}),
+            "resources/read" => json!({"resultType": "complete",
+                "contents": [{"uri": params["uri"], "mimeType": "text/plain", "text": "stateless text"}]}),
             _ => {
                 send(
                     &mut out,

@@ -1,0 +1,207 @@
+//! A server's prompts (`prompts/list`, `prompts/get`): descriptors checked by the host,
+//! each message's content through the guard as a tool result's is, and a get in the
+//! audit trail (never its argument values or text).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::guard::ContentBlock;
+use crate::mcp::McpError;
+use crate::text::shown;
+
+use super::SessionInner;
+use super::content::{self, MAX_ITEMS};
+
+/// Arguments of one prompt kept at most.
+const MAX_ARGUMENTS: usize = 64;
+/// Messages of one prompt kept at most.
+const MAX_MESSAGES: usize = 256;
+
+/// One prompt a server offers, as the host checked it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prompt {
+    pub server: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub arguments: Vec<PromptArgument>,
+}
+
+/// One argument a prompt takes.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptArgument {
+    pub name: String,
+    pub description: String,
+    pub required: bool,
+}
+
+/// A prompt's messages, each through the guard.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub messages: Vec<PromptMessage>,
+}
+
+/// One message: its role (`user` or `assistant`) and its content.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptMessage {
+    pub role: String,
+    pub content: Vec<ContentBlock>,
+}
+
+impl SessionInner {
+    /// The prompts `server` offers (starting it if needed). One the host cannot read (no
+    /// usable name, a duplicate) is left out and said in the log.
+    pub async fn prompts(&self, server: &str) -> Result<Vec<Prompt>, McpError> {
+        let s = self.server(server)?;
+        let items = self.paged(s, "prompts/list", "prompts").await?;
+        let mut out: Vec<Prompt> = Vec::new();
+        for item in &items {
+            match prompt(server, item) {
+                Ok(p) if out.iter().any(|o| o.name == p.name) => {
+                    tracing::warn!(
+                        server,
+                        "prompt {} listed twice: the first kept",
+                        shown(&p.name)
+                    );
+                }
+                Ok(p) => out.push(p),
+                Err(why) => tracing::warn!(server, "a prompt was left out: {why}"),
+            }
+        }
+        out.truncate(MAX_ITEMS);
+        Ok(out)
+    }
+
+    /// Gets prompt `name` of `server` with `arguments`: its messages, each converted by
+    /// the server's adapter and screened. Only a prompt the server lists can be asked for.
+    pub async fn prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: &BTreeMap<String, String>,
+    ) -> Result<PromptOutput, McpError> {
+        let listed = self.prompts(server).await?;
+        let Some(p) = listed.iter().find(|p| p.name == name) else {
+            return Err(McpError::NotOffered {
+                server: server.to_owned(),
+                what: format!(
+                    "prompt {}; `edgar mcp prompts {server}` lists them",
+                    shown(name)
+                ),
+            });
+        };
+        if let Some(missing) = p
+            .arguments
+            .iter()
+            .find(|a| a.required && !arguments.contains_key(&a.name))
+        {
+            return Err(McpError::InvalidArguments {
+                tool: format!("the prompt {server}/{name}"),
+                errors: vec![format!("the argument {} is required", shown(&missing.name))],
+                schema: serde_json::to_string(&p.arguments).unwrap_or_default(),
+            });
+        }
+        let s = self.server(server)?;
+        let running = self.start(s).await?;
+        let raw = running
+            .conn
+            .request_raw(
+                "prompts/get",
+                json!({"name": name, "arguments": arguments}),
+                s.spec.tool_timeout,
+            )
+            .await?;
+        let protocol = |reason: String| McpError::Protocol {
+            server: server.to_owned(),
+            reason,
+        };
+        let answer: Value = serde_json::from_str(raw.get())
+            .map_err(|e| protocol(format!("its prompt {} does not decode ({e})", shown(name))))?;
+        let Some(messages) = answer.get("messages").and_then(Value::as_array) else {
+            return Err(protocol(format!(
+                "its prompt {} has no messages",
+                shown(name)
+            )));
+        };
+        if messages.len() > MAX_MESSAGES {
+            return Err(protocol(format!(
+                "its prompt {} has {} messages, over {MAX_MESSAGES}",
+                shown(name),
+                messages.len()
+            )));
+        }
+        let subject = format!("prompt {name}");
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            let role = match m.get("role").and_then(Value::as_str) {
+                Some(r @ ("user" | "assistant")) => r.to_owned(),
+                _ => {
+                    return Err(protocol(format!(
+                        "its prompt {} has a message of no known role",
+                        shown(name)
+                    )));
+                }
+            };
+            let block = m.get("content").cloned().unwrap_or(Value::Null);
+            let guarded = self
+                .guarded(s, &subject, json!({"content": [block]}).to_string())
+                .await?;
+            out.push(PromptMessage {
+                role,
+                content: guarded.content,
+            });
+        }
+        if let Some(audit) = &self.opts.audit {
+            audit.note(
+                "prompt_get",
+                json!({"server": server, "prompt": name, "arguments": arguments.len(),
+                       "messages": out.len(), "bytes": raw.get().len()}),
+            );
+        }
+        Ok(PromptOutput {
+            description: answer
+                .get("description")
+                .filter(|d| d.is_string())
+                .map(|d| content::description(Some(d))),
+            messages: out,
+        })
+    }
+}
+
+/// One `prompts/list` item, checked.
+fn prompt(server: &str, item: &Value) -> Result<Prompt, String> {
+    let name = content::name(item.get("name")).ok_or("no usable name")?;
+    let arguments = match item.get("arguments") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(args)) if args.len() <= MAX_ARGUMENTS => args
+            .iter()
+            .map(|a| {
+                Ok(PromptArgument {
+                    name: content::name(a.get("name")).ok_or_else(|| {
+                        format!("{}: an argument has no usable name", shown(&name))
+                    })?,
+                    description: content::description(a.get("description")),
+                    required: a.get("required").and_then(Value::as_bool).unwrap_or(false),
+                })
+            })
+            .collect::<Result<_, String>>()?,
+        Some(_) => {
+            return Err(format!(
+                "{}: its arguments are not a list of at most {MAX_ARGUMENTS}",
+                shown(&name)
+            ));
+        }
+    };
+    Ok(Prompt {
+        server: server.to_owned(),
+        title: content::name(item.get("title")),
+        description: content::description(item.get("description")),
+        name,
+        arguments,
+    })
+}
