@@ -29,6 +29,7 @@ use crate::mcp::protocol::{
 };
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 
+mod content;
 pub mod elicit;
 pub mod http;
 
@@ -253,7 +254,7 @@ impl Gateway {
         match method {
             "server/discover" if stateless => Ok(json!({
                 "supportedVersions": supported(),
-                "capabilities": capabilities(),
+                "capabilities": capabilities(self.expose_all),
                 "instructions": self.instructions(),
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 // The list grows with each search: never reuse it.
@@ -271,7 +272,7 @@ impl Gateway {
                     .unwrap_or(&PROTOCOL[0]);
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": capabilities(),
+                    "capabilities": capabilities(self.expose_all),
                     "serverInfo": server_info(),
                     "instructions": self.instructions(),
                 }))
@@ -294,6 +295,13 @@ impl Gateway {
                 let progress = token.map(|t| progress_sink(t.clone(), tx.clone()));
                 self.call(name, args, tx, progress).await
             }
+            // Every server's prompts and resources, with `--expose all` only: listing them
+            // starts every server, which the search-first mode never does.
+            "prompts/list" if self.expose_all => self.prompts_list().await,
+            "prompts/get" if self.expose_all => self.prompts_get(params).await,
+            "resources/list" if self.expose_all => self.resources_list().await,
+            "resources/templates/list" if self.expose_all => Ok(json!({"resourceTemplates": []})),
+            "resources/read" if self.expose_all => self.resources_read(params).await,
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
         }
     }
@@ -462,8 +470,13 @@ fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
-fn capabilities() -> Value {
-    json!({"tools": {"listChanged": true}})
+/// What the gateway serves: tools, and with `--expose all` prompts and resources too.
+fn capabilities(expose_all: bool) -> Value {
+    if expose_all {
+        json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}})
+    } else {
+        json!({"tools": {"listChanged": true}})
+    }
 }
 
 fn server_info() -> Value {

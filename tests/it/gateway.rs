@@ -1075,3 +1075,78 @@ fn the_gateway_confines_the_servers_it_starts_as_the_cli_does() {
         assert_eq!(d.finish(), Some(0));
     }
 }
+
+/// With `--expose all`, a real client (the MCP Inspector's CLI) lists, gets and reads the
+/// real server-everything's prompts and resources through the gateway, under names and
+/// URIs that say whose they are; without it, the search-first gateway serves neither.
+#[test]
+fn prompts_and_resources_reach_a_real_client_through_it() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let everything = installed("npm/node_modules/.bin/mcp-server-everything");
+    user_config(
+        home.path(),
+        json!({"ev": {"command": everything.display().to_string(), "args": ["stdio"],
+                      "startup_timeout_sec": 60}}),
+    );
+    // The inspector passes its server only a few variables: name the config's home.
+    let config_home = format!("XDG_CONFIG_HOME={}", home.path().join("config").display());
+    let serve = |args: &[&str]| {
+        let mut all = vec![
+            "-e",
+            &config_home,
+            EDGAR,
+            "mcp",
+            "serve",
+            "--expose",
+            "all",
+            "--method",
+        ];
+        all.extend_from_slice(args);
+        let out = inspector(home.path(), &all);
+        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let prompts = serve(&["prompts/list"]);
+    let names: Vec<&str> = prompts["prompts"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|p| p["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"ev__args-prompt"), "{prompts}");
+    let got = serve(&[
+        "prompts/get",
+        "--prompt-name",
+        "ev__args-prompt",
+        "--prompt-args",
+        "city=Paris",
+    ]);
+    assert!(
+        got["messages"][0]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Paris")),
+        "{got}"
+    );
+    let resources = serve(&["resources/list"]);
+    let uri = resources["resources"][0]["uri"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(uri.starts_with("edgar://ev/demo%3A%2F%2F"), "{resources}");
+    let read = serve(&["resources/read", "--uri", &uri]);
+    assert_eq!(read["contents"][0]["uri"], uri.as_str(), "{read}");
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{read}"
+    );
+
+    // Search-first (the default): neither is served, so no listing starts a server.
+    let mut d = Driver::start(home.path(), &[]);
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}));
+    assert_eq!(d.answer(1)["error"]["code"], -32601);
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                  "params": {"uri": uri}}),
+    );
+    assert_eq!(d.answer(2)["error"]["code"], -32601);
+    assert_eq!(d.finish(), Some(0));
+}

@@ -1,0 +1,224 @@
+//! Prompts and resources served with `--expose all`: every server's, through the
+//! session (so through the guard), under names and URIs that say whose they are. A
+//! prompt is `SERVER__NAME`; a resource's URI becomes `edgar://SERVER/<its URI,
+//! percent-encoded>`, so two servers' URIs never collide and a server cannot answer for
+//! another's. Resource templates are not served yet (their variables would not survive
+//! the encoding), so that list is empty.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Gateway, Reply};
+use crate::guard::ContentBlock;
+use crate::mcp::McpError;
+use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::text::shown;
+
+/// The scheme and authority prefix of a served resource URI.
+const SCHEME: &str = "edgar://";
+/// JSON-RPC's code for an error inside the server (an upstream failure).
+const INTERNAL_ERROR: i64 = -32603;
+
+impl Gateway {
+    /// `prompts/list`: each server's prompts, named `SERVER__NAME`, servers asked at once.
+    pub(super) async fn prompts_list(&self) -> Reply {
+        let names: Vec<String> = self.session.server_names().map(str::to_owned).collect();
+        let lists =
+            crate::mcp::client::join_all(names.iter().map(|n| self.session.prompts(n))).await;
+        let mut prompts = Vec::new();
+        for (server, list) in names.iter().zip(lists) {
+            for p in skip_unoffered(server, list) {
+                let mut v = json!({
+                    "name": format!("{server}__{}", p.name),
+                    "description": p.description,
+                    "arguments": p.arguments,
+                });
+                if let Some(t) = p.title {
+                    v["title"] = json!(t);
+                }
+                prompts.push(v);
+            }
+        }
+        Ok(json!({"prompts": prompts}))
+    }
+
+    /// `prompts/get` of `SERVER__NAME`: its messages through the guard, one per block.
+    pub(super) async fn prompts_get(&self, params: &Value) -> Reply {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        let Some((server, prompt)) = self.owner(name, "__") else {
+            return Err((INVALID_PARAMS, format!("no prompt named {}", shown(name))));
+        };
+        let mut arguments = BTreeMap::new();
+        if let Some(Value::Object(args)) = params.get("arguments") {
+            for (k, v) in args {
+                let Some(v) = v.as_str() else {
+                    return Err((
+                        INVALID_PARAMS,
+                        format!("the argument {} is not a string", shown(k)),
+                    ));
+                };
+                arguments.insert(k.clone(), v.to_owned());
+            }
+        }
+        let out = self
+            .session
+            .prompt(&server, prompt, &arguments)
+            .await
+            .map_err(upstream)?;
+        let messages: Vec<Value> = out
+            .messages
+            .iter()
+            .flat_map(|m| {
+                m.content
+                    .iter()
+                    .map(|b| json!({"role": m.role, "content": b}))
+            })
+            .collect();
+        let mut result = json!({"messages": messages});
+        if let Some(d) = out.description {
+            result["description"] = json!(d);
+        }
+        Ok(result)
+    }
+
+    /// `resources/list`: each server's resources, under `edgar://SERVER/...` URIs.
+    pub(super) async fn resources_list(&self) -> Reply {
+        let names: Vec<String> = self.session.server_names().map(str::to_owned).collect();
+        let lists =
+            crate::mcp::client::join_all(names.iter().map(|n| self.session.resources(n))).await;
+        let mut resources = Vec::new();
+        for (server, list) in names.iter().zip(lists) {
+            for r in skip_unoffered(server, list) {
+                if r.template {
+                    continue;
+                }
+                let mut v = json!({"uri": served_uri(server, &r.uri), "name": r.name,
+                                   "description": r.description});
+                for (key, value) in [
+                    ("title", r.title.map(Value::from)),
+                    ("mimeType", r.mime_type.map(Value::from)),
+                    ("size", r.size.map(Value::from)),
+                ] {
+                    if let Some(value) = value {
+                        v[key] = value;
+                    }
+                }
+                resources.push(v);
+            }
+        }
+        Ok(json!({"resources": resources}))
+    }
+
+    /// `resources/read` of a served URI: the server's contents through the guard, their
+    /// URIs served again; a note the guard put in a refused content's place keeps the
+    /// asked URI.
+    pub(super) async fn resources_read(&self, params: &Value) -> Reply {
+        let asked = params.get("uri").and_then(Value::as_str).unwrap_or("");
+        let (server, uri) = self
+            .served(asked)
+            .ok_or_else(|| (INVALID_PARAMS, format!("no resource at {}", shown(asked))))?;
+        let blocks = self.session.read(&server, &uri).await.map_err(upstream)?;
+        let contents: Vec<Value> = blocks
+            .into_iter()
+            .filter_map(|b| match b {
+                ContentBlock::Resource {
+                    uri,
+                    mime_type,
+                    text,
+                    blob,
+                } => {
+                    let mut c = json!({"uri": served_uri(&server, &uri)});
+                    for (key, value) in [("mimeType", mime_type), ("text", text), ("blob", blob)] {
+                        if let Some(value) = value {
+                            c[key] = json!(value);
+                        }
+                    }
+                    Some(c)
+                }
+                ContentBlock::Text { text } => {
+                    Some(json!({"uri": asked, "mimeType": "text/plain", "text": text}))
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(json!({"contents": contents}))
+    }
+
+    /// The configured server a served name belongs to (the longest whose name and `sep`
+    /// begin it), and the rest.
+    fn owner<'a>(&self, name: &'a str, sep: &str) -> Option<(String, &'a str)> {
+        self.session
+            .server_names()
+            .filter_map(|s| {
+                let rest = name.strip_prefix(s)?.strip_prefix(sep)?;
+                Some((s.to_owned(), rest))
+            })
+            .max_by_key(|(s, _)| s.len())
+            .filter(|(_, rest)| !rest.is_empty())
+    }
+
+    /// The server and its own URI behind a served one.
+    fn served(&self, uri: &str) -> Option<(String, String)> {
+        let rest = uri.strip_prefix(SCHEME)?;
+        let (server, encoded) = self.owner(rest, "/")?;
+        let decoded = form_urlencoded::parse(format!("u={encoded}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())?;
+        Some((server, decoded))
+    }
+}
+
+/// A served resource URI: `edgar://SERVER/` and the server's URI, percent-encoded.
+fn served_uri(server: &str, uri: &str) -> String {
+    let encoded: String = form_urlencoded::byte_serialize(uri.as_bytes()).collect();
+    format!("{SCHEME}{server}/{encoded}")
+}
+
+/// A server's list, or nothing when it offers none (its error says so); any other
+/// failure is logged and the server left out of the listing.
+fn skip_unoffered<T>(server: &str, list: Result<Vec<T>, McpError>) -> Vec<T> {
+    match list {
+        Ok(items) => items,
+        Err(McpError::Server { code, .. }) if code == METHOD_NOT_FOUND => Vec::new(),
+        Err(e) => {
+            tracing::warn!(
+                server,
+                "left out of the listing: {}",
+                crate::text::shown_message(&e.to_string())
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// An upstream failure as a JSON-RPC error: what was asked is wrong, or it failed there.
+fn upstream(e: McpError) -> (i64, String) {
+    let code = match e {
+        McpError::NotOffered { .. } | McpError::InvalidArguments { .. } => INVALID_PARAMS,
+        _ => INTERNAL_ERROR,
+    };
+    (code, crate::text::shown_message(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_uri_round_trips_whatever_it_holds() {
+        for uri in [
+            "demo://resource/static/document/a.md",
+            "file:///tmp/a b+c?d=e&f#g",
+            "x:%41/é",
+        ] {
+            let served = served_uri("srv", uri);
+            let rest = served.strip_prefix("edgar://srv/").unwrap_or_default();
+            assert!(!rest.contains('/') && !rest.contains(' '), "{served}");
+            let back = form_urlencoded::parse(format!("u={rest}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned());
+            assert_eq!(back.as_deref(), Some(uri));
+        }
+    }
+}
