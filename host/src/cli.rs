@@ -260,6 +260,11 @@ pub enum McpCommand {
         /// instead of only what searches found.
         #[arg(long, value_name = "all", value_parser = ["all"])]
         expose: Option<String>,
+        /// Serve one server (named with --servers) as itself: its own tool and prompt
+        /// names and resource URIs, completion, logging and subscriptions passed on,
+        /// everything through edgar's guard, pins, policy and audit trail.
+        #[arg(long, conflicts_with = "expose")]
+        transparent: bool,
         /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (loopback only; every
         /// request needs the bearer token printed at start, or `EDGAR_SERVE_TOKEN`).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8737")]

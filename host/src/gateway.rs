@@ -51,11 +51,25 @@ const SEARCH_DESCRIPTION: &str = "Find tools by what they do, among every MCP se
     PDF\"), or give a tool's name. Matching tools' schemas are returned and those tools become \
     callable, by name or through call_tool.";
 
+/// What the gateway shows its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// `tool_search` and `call_tool`, and the tools searches found (the default).
+    Search,
+    /// Every tool, prompt and resource of every server, named `SERVER__...`.
+    All,
+    /// One server as itself: its tools and prompts by their own names, its resources by
+    /// their own URIs, completion, logging and subscriptions passed on; everything
+    /// still through the guard, pins, policy, confinement and the audit trail.
+    Transparent(String),
+}
+
 /// What a serve loop needs: the session behind it and its search state.
 pub struct Gateway {
     session: Arc<Session>,
     search: ToolSearch,
     expose_all: bool,
+    exposure: Exposure,
     /// A client greeted us with `initialize`: it hears of list changes unasked.
     initialized: AtomicBool,
     /// Open `subscriptions/listen` requests for tool list changes (stateless clients),
@@ -79,13 +93,14 @@ impl Gateway {
     pub fn new(
         session: Arc<Session>,
         search: ToolSearch,
-        expose_all: bool,
+        exposure: Exposure,
         forward: Arc<Forward>,
     ) -> Arc<Gateway> {
         Arc::new(Gateway {
             session,
             search,
-            expose_all,
+            expose_all: exposure != Exposure::Search,
+            exposure,
             initialized: AtomicBool::new(false),
             listeners: Mutex::default(),
             forward,
@@ -254,7 +269,7 @@ impl Gateway {
         match method {
             "server/discover" if stateless => Ok(json!({
                 "supportedVersions": supported(),
-                "capabilities": capabilities(self.expose_all),
+                "capabilities": capabilities(&self.exposure),
                 "instructions": self.instructions(),
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 // The list grows with each search: never reuse it.
@@ -272,7 +287,7 @@ impl Gateway {
                     .unwrap_or(&PROTOCOL[0]);
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": capabilities(self.expose_all),
+                    "capabilities": capabilities(&self.exposure),
                     "serverInfo": server_info(),
                     "instructions": self.instructions(),
                 }))
@@ -300,8 +315,12 @@ impl Gateway {
             "prompts/list" if self.expose_all => self.prompts_list().await,
             "prompts/get" if self.expose_all => self.prompts_get(params).await,
             "resources/list" if self.expose_all => self.resources_list().await,
-            "resources/templates/list" if self.expose_all => Ok(json!({"resourceTemplates": []})),
+            "resources/templates/list" if self.expose_all => self.templates_list().await,
             "resources/read" if self.expose_all => self.resources_read(params).await,
+            "completion/complete"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe" => self.pass_on(method, params).await,
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
         }
     }
@@ -309,6 +328,11 @@ impl Gateway {
     /// What the client's model reads first: how to use the gateway, and which servers
     /// (by their configured names; nothing is started to say so).
     fn instructions(&self) -> String {
+        if let Exposure::Transparent(server) = &self.exposure {
+            return format!(
+                "The MCP server {server}, served by edgar: everything it sends passes edgar's guard."
+            );
+        }
         let names: Vec<&str> = self.session.server_names().collect();
         if names.is_empty() {
             return format!("{INSTRUCTIONS} No MCP server is configured.");
@@ -316,9 +340,11 @@ impl Gateway {
         format!("{INSTRUCTIONS} Servers: {}.", names.join(", "))
     }
 
-    /// The served list: the two built-ins, then every tool found so far.
+    /// The served list: the two built-ins, then every tool found so far (every tool with
+    /// `--expose all`); for one server transparently, its tools alone by their own names.
     async fn tools(&self) -> Vec<Value> {
         let search = search_tool::definition();
+        let transparent = matches!(self.exposure, Exposure::Transparent(_));
         let mut tools = vec![
             json!({
                 "name": TOOL_SEARCH,
@@ -338,6 +364,9 @@ impl Gateway {
                 },
             }),
         ];
+        if transparent {
+            tools.clear();
+        }
         let served = if self.expose_all {
             let catalog = self.session.catalog().await;
             for e in &catalog.failures {
@@ -356,7 +385,7 @@ impl Gateway {
         };
         for t in served {
             let mut tool = json!({
-                "name": t.name(),
+                "name": if transparent { t.tool() } else { t.name() },
                 "description": t.description(),
                 "inputSchema": t.input_schema(),
             });
@@ -388,6 +417,11 @@ impl Gateway {
         tx: &mpsc::Sender<Vec<u8>>,
         progress: Option<ProgressSink>,
     ) -> Reply {
+        if let Exposure::Transparent(server) = &self.exposure {
+            return self
+                .call_found(&format!("{server}/{name}"), args, progress)
+                .await;
+        }
         match name {
             TOOL_SEARCH => {
                 let Some(query) = args.get("query").and_then(Value::as_str) else {
@@ -470,12 +504,14 @@ fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
-/// What the gateway serves: tools, and with `--expose all` prompts and resources too.
-fn capabilities(expose_all: bool) -> Value {
-    if expose_all {
-        json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}})
-    } else {
-        json!({"tools": {"listChanged": true}})
+/// What the gateway serves: tools, with `--expose all` prompts and resources too, and
+/// for one server transparently also subscriptions, logging and completion.
+fn capabilities(exposure: &Exposure) -> Value {
+    match exposure {
+        Exposure::Search => json!({"tools": {"listChanged": true}}),
+        Exposure::All => json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}}),
+        Exposure::Transparent(_) => json!({"tools": {"listChanged": true}, "prompts": {},
+            "resources": {"subscribe": true}, "logging": {}, "completions": {}}),
     }
 }
 

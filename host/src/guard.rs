@@ -349,15 +349,22 @@ pub enum ContentBlock {
         #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
+    /// An embedded resource: `{"type": "resource", "resource": {...}}`, as MCP nests it.
     Resource {
-        uri: String,
-        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
-        mime_type: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        text: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        blob: Option<String>,
+        resource: ResourceContents,
     },
+}
+
+/// An embedded resource's contents: text or base64 bytes, with its URI and type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceContents {
+    pub uri: String,
+    #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
 }
 
 /// The session's guard: loads adapters on first use and keeps them, one per source.

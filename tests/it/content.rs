@@ -93,10 +93,13 @@ fn a_real_servers_prompts_and_resources_come_through_the_guard() {
     let r = edgar(h, &["mcp", "read", uri, "--json"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let blocks: Value = r.json();
+    // MCP's shape: the contents nested under `resource`.
     assert_eq!(blocks[0]["type"], "resource", "{blocks}");
-    assert_eq!(blocks[0]["uri"], uri, "{blocks}");
+    assert_eq!(blocks[0]["resource"]["uri"], uri, "{blocks}");
     assert!(
-        blocks[0]["text"].as_str().is_some_and(|t| !t.is_empty()),
+        blocks[0]["resource"]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
         "{blocks}"
     );
     // A blob, from a template's URI: base64 the guard decoded.
@@ -106,7 +109,7 @@ fn a_real_servers_prompts_and_resources_come_through_the_guard() {
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let blocks: Value = r.json();
-    assert!(blocks[0]["blob"].is_string(), "{blocks}");
+    assert!(blocks[0]["resource"]["blob"].is_string(), "{blocks}");
     // Gets and reads are in the audit trail, without their arguments or URIs.
     let audit =
         std::fs::read_to_string(h.join(".local/state/edgar/audit.jsonl")).unwrap_or_default();
@@ -207,13 +210,17 @@ fn a_hostile_servers_prompts_and_resources_are_left_out_masked_or_refused() {
     // More text than the guard keeps: cut, with a marker.
     let r = edgar(h, &["mcp", "read", "test://big", "--json"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let big = r.json()[0]["text"].as_str().unwrap_or_default().len();
+    let big = r.json()[0]["resource"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .len();
+    assert!(big > 0, "no text came through");
     assert!(big < 200_000, "{big} bytes reached the model");
     // Bytes that are not base64: the guard leaves them out, with a note in their place.
     let r = edgar(h, &["mcp", "read", "test://notbase64", "--json"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let blocks: Value = r.json();
-    assert!(blocks[0]["blob"].is_null(), "{blocks}");
+    assert_eq!(blocks[0]["type"], "text", "{blocks}");
     assert!(
         blocks[0]["text"]
             .as_str()

@@ -1150,3 +1150,54 @@ fn prompts_and_resources_reach_a_real_client_through_it() {
     assert_eq!(d.answer(2)["error"]["code"], -32601);
     assert_eq!(d.finish(), Some(0));
 }
+
+/// `--transparent` serves one server as itself: its own tool names (no built-ins), a
+/// call by that name, completion passed on; with more than one server it refuses to start.
+#[test]
+fn transparent_serves_one_server_as_itself() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("transparent");
+    let fake = json!({"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}});
+    user_config(home.path(), json!({"f": fake, "g": fake}));
+    let mut d = Driver::start(home.path(), &["--servers", "f", "--transparent"]);
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let listed = d.answer(1);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        names.contains(&"add") && names.contains(&"echo"),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("__") || *n == "tool_search"),
+        "{names:?}"
+    );
+    assert_eq!(
+        d.call(2, "add", json!({"a": 2, "b": 3})),
+        ("5".into(), false)
+    );
+    // The fake offers no completion: its refusal comes back as an error, not a hang.
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "completion/complete",
+                  "params": {"ref": {"type": "ref/prompt", "name": "x"},
+                             "argument": {"name": "a", "value": "b"}}}),
+    );
+    assert!(
+        d.answer(3)["error"]["message"].as_str().is_some(),
+        "no error"
+    );
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
+
+    let r = run(EDGAR, home.path(), &["mcp", "serve", "--transparent"], b"");
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("--transparent serves one server"),
+        "{}",
+        r.stderr
+    );
+}

@@ -157,7 +157,7 @@ async fn exercise_everything(h: &Harness) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { uri, .. } if *uri == doc.uri),
+        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { resource } if resource.uri == doc.uri),
         "{blocks:?}"
     );
 }

@@ -165,7 +165,7 @@ async fn prompts_and_resources_of_a_stateless_server_carry_the_revision() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { text: Some(t), .. } if t == "stateless text"),
+        matches!(&blocks[0], edgar_host::guard::ContentBlock::Resource { resource } if resource.text.as_deref() == Some("stateless text")),
         "{blocks:?}"
     );
     s.close().await;

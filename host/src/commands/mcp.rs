@@ -29,8 +29,16 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             reserve,
             servers,
             expose,
+            transparent,
             http,
-        } => super::serve::run(print_config, reserve, &servers, expose.is_some(), http),
+        } => super::serve::run(
+            print_config,
+            reserve,
+            &servers,
+            expose.is_some(),
+            transparent,
+            http,
+        ),
         McpCommand::ExampleServer { root } => {
             edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd))?;
             Ok(ExitCode::SUCCESS)

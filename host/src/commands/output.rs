@@ -62,17 +62,15 @@ pub(super) fn print_blocks(blocks: &[ContentBlock]) -> anyhow::Result<()> {
             ContentBlock::ResourceLink { uri, name, .. } => {
                 writeln!(out, "[resource link {}: {}]", shown(name), shown(uri))?
             }
-            ContentBlock::Resource {
-                uri,
-                text: Some(text),
-                ..
-            } => writeln!(out, "[resource {}]\n{}", shown(uri), shown(text))?,
-            ContentBlock::Resource { uri, blob, .. } => writeln!(
-                out,
-                "[resource {}, {} bytes base64]",
-                shown(uri),
-                blob.as_ref().map_or(0, String::len)
-            )?,
+            ContentBlock::Resource { resource: r } => match &r.text {
+                Some(text) => writeln!(out, "[resource {}]\n{}", shown(&r.uri), shown(text))?,
+                None => writeln!(
+                    out,
+                    "[resource {}, {} bytes base64]",
+                    shown(&r.uri),
+                    r.blob.as_ref().map_or(0, String::len)
+                )?,
+            },
         }
     }
     out.flush()?;

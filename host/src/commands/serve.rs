@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use edgar_host::config::ConfigPaths;
-use edgar_host::gateway::Gateway;
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
+use edgar_host::gateway::{Exposure, Gateway};
 use edgar_host::tools::search_tool::ToolSearch;
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
@@ -24,6 +24,7 @@ pub fn run(
     reserve: usize,
     servers: &[String],
     expose_all: bool,
+    transparent: bool,
     http: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
     if let Some(client) = print_config {
@@ -41,6 +42,12 @@ pub fn run(
         }
         config.servers.retain(|s| servers.contains(&s.name));
     }
+    let exposure = match (transparent, config.servers.as_slice()) {
+        (true, [one]) => Exposure::Transparent(one.name.clone()),
+        (true, _) => bail!("--transparent serves one server: name it with --servers NAME"),
+        (false, _) if expose_all => Exposure::All,
+        (false, _) => Exposure::Search,
+    };
     if let Some(addr) = http
         && !addr.ip().is_loopback()
     {
@@ -53,7 +60,7 @@ pub fn run(
         let forward = Forward::new(ask_human(&config, false));
         let session = Arc::new(session_with(&config, &cwd, forward.clone()));
         let search = ToolSearch::new(reserve);
-        let gateway = Gateway::new(session.clone(), search, expose_all, forward);
+        let gateway = Gateway::new(session.clone(), search, exposure, forward);
         let served = match http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr)

@@ -2,15 +2,16 @@
 //! session (so through the guard), under names and URIs that say whose they are. A
 //! prompt is `SERVER__NAME`; a resource's URI becomes `edgar://SERVER/<its URI,
 //! percent-encoded>`, so two servers' URIs never collide and a server cannot answer for
-//! another's. Resource templates are not served yet (their variables would not survive
-//! the encoding), so that list is empty.
+//! another's. Resource templates are served for one server transparently only (their
+//! variables would not survive the encoding). Transparently, one server's names and
+//! URIs are its own, and completion, logging and subscriptions are passed on.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Gateway, Reply};
-use crate::guard::ContentBlock;
+use super::{Exposure, Gateway, Reply};
+use crate::guard::{ContentBlock, ResourceContents};
 use crate::mcp::McpError;
 use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::text::shown;
@@ -30,7 +31,7 @@ impl Gateway {
         for (server, list) in names.iter().zip(lists) {
             for p in skip_unoffered(server, list) {
                 let mut v = json!({
-                    "name": format!("{server}__{}", p.name),
+                    "name": self.prompt_name(server, &p.name),
                     "description": p.description,
                     "arguments": p.arguments,
                 });
@@ -46,7 +47,11 @@ impl Gateway {
     /// `prompts/get` of `SERVER__NAME`: its messages through the guard, one per block.
     pub(super) async fn prompts_get(&self, params: &Value) -> Reply {
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-        let Some((server, prompt)) = self.owner(name, "__") else {
+        let owner = match &self.exposure {
+            Exposure::Transparent(server) => Some((server.clone(), name)),
+            _ => self.owner(name, "__"),
+        };
+        let Some((server, prompt)) = owner else {
             return Err((INVALID_PARAMS, format!("no prompt named {}", shown(name))));
         };
         let mut arguments = BTreeMap::new();
@@ -93,7 +98,7 @@ impl Gateway {
                 if r.template {
                     continue;
                 }
-                let mut v = json!({"uri": served_uri(server, &r.uri), "name": r.name,
+                let mut v = json!({"uri": self.served_uri(server, &r.uri), "name": r.name,
                                    "description": r.description});
                 for (key, value) in [
                     ("title", r.title.map(Value::from)),
@@ -123,12 +128,15 @@ impl Gateway {
             .into_iter()
             .filter_map(|b| match b {
                 ContentBlock::Resource {
-                    uri,
-                    mime_type,
-                    text,
-                    blob,
+                    resource:
+                        ResourceContents {
+                            uri,
+                            mime_type,
+                            text,
+                            blob,
+                        },
                 } => {
-                    let mut c = json!({"uri": served_uri(&server, &uri)});
+                    let mut c = json!({"uri": self.served_uri(&server, &uri)});
                     for (key, value) in [("mimeType", mime_type), ("text", text), ("blob", blob)] {
                         if let Some(value) = value {
                             c[key] = json!(value);
@@ -158,8 +166,74 @@ impl Gateway {
             .filter(|(_, rest)| !rest.is_empty())
     }
 
+    /// `resources/templates/list`: one server's templates, served transparently; none
+    /// otherwise.
+    pub(super) async fn templates_list(&self) -> Reply {
+        let Exposure::Transparent(server) = &self.exposure else {
+            return Ok(json!({"resourceTemplates": []}));
+        };
+        let list = skip_unoffered(server, self.session.resources(server).await);
+        let templates: Vec<Value> = list
+            .into_iter()
+            .filter(|r| r.template)
+            .map(|r| {
+                let mut v =
+                    json!({"uriTemplate": r.uri, "name": r.name, "description": r.description});
+                if let Some(m) = r.mime_type {
+                    v["mimeType"] = json!(m);
+                }
+                v
+            })
+            .collect();
+        Ok(json!({"resourceTemplates": templates}))
+    }
+
+    /// Completion, logging and subscriptions, passed on to the one server served
+    /// transparently (their names and URIs are its own); not served otherwise.
+    pub(super) async fn pass_on(&self, method: &str, params: &Value) -> Reply {
+        let Exposure::Transparent(server) = &self.exposure else {
+            return Err((METHOD_NOT_FOUND, format!("edgar does not serve {method}")));
+        };
+        let mut params = params.clone();
+        if let Some(p) = params.as_object_mut() {
+            p.remove("_meta");
+        }
+        if method == "completion/complete" {
+            return self
+                .session
+                .complete(server, params)
+                .await
+                .map_err(upstream);
+        }
+        self.session
+            .acknowledge(server, method, params)
+            .await
+            .map_err(upstream)?;
+        Ok(json!({}))
+    }
+
+    /// A prompt's served name: its own, transparently; else `SERVER__NAME`.
+    fn prompt_name(&self, server: &str, name: &str) -> String {
+        match &self.exposure {
+            Exposure::Transparent(_) => name.to_owned(),
+            _ => format!("{server}__{name}"),
+        }
+    }
+
+    /// A resource's served URI: its own, transparently; else `edgar://SERVER/` and its
+    /// URI percent-encoded.
+    fn served_uri(&self, server: &str, uri: &str) -> String {
+        match &self.exposure {
+            Exposure::Transparent(_) => uri.to_owned(),
+            _ => served_uri(server, uri),
+        }
+    }
+
     /// The server and its own URI behind a served one.
     fn served(&self, uri: &str) -> Option<(String, String)> {
+        if let Exposure::Transparent(server) = &self.exposure {
+            return Some((server.clone(), uri.to_owned()));
+        }
         let rest = uri.strip_prefix(SCHEME)?;
         let (server, encoded) = self.owner(rest, "/")?;
         let decoded = form_urlencoded::parse(format!("u={encoded}").as_bytes())

@@ -353,10 +353,12 @@ fn content_block(block: wit::ContentBlock) -> Result<(ContentBlock, usize), Stri
             };
             (
                 ContentBlock::Resource {
-                    uri: r.uri,
-                    mime_type: r.mime_type,
-                    text,
-                    blob,
+                    resource: super::ResourceContents {
+                        uri: r.uri,
+                        mime_type: r.mime_type,
+                        text,
+                        blob,
+                    },
                 },
                 n,
             )

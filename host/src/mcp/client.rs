@@ -25,6 +25,7 @@ mod inspect;
 mod prompts;
 mod refresh;
 mod resources;
+mod utilities;
 
 use super::McpError;
 use super::connection::{ClientHandler, Connection, NoHandler};
@@ -49,6 +50,7 @@ pub use hints::confinement_line;
 pub use inspect::Inspection;
 pub use prompts::{Prompt, PromptArgument, PromptMessage, PromptOutput};
 pub use resources::Resource;
+pub use utilities::ACKNOWLEDGED;
 
 /// Most `tools/list` pages followed before a server is considered broken.
 pub const MAX_PAGES: usize = 100;

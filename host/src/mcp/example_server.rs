@@ -1,5 +1,6 @@
 //! The embedded default MCP server (`edgar mcp example-server`): read-only tools over
-//! the directory it runs in (list, read, search text) plus a clock, over stdio. It is
+//! the directory it runs in (list, read, search text) plus a clock, over stdio, and a
+//! few fixed prompts and resources (`content.rs`). It is
 //! the configured server when no config file exists, so a fresh install has something
 //! real to discover and call.
 //!
@@ -15,6 +16,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::protocol::{self, Incoming, METHOD_NOT_FOUND, MODERN, PROTOCOL};
+
+mod content;
 
 /// How long its (fixed) tool list stays fresh for a stateless client: an hour, so an
 /// upgraded edgar's tools are seen within one.
@@ -107,7 +110,7 @@ fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Rep
             supported.extend_from_slice(PROTOCOL);
             Ok(json!({
                 "supportedVersions": supported,
-                "capabilities": {"tools": {}},
+                "capabilities": content::capabilities(),
                 "instructions": INSTRUCTIONS,
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 "ttlMs": LIST_TTL_MS, "cacheScope": "public",
@@ -128,7 +131,7 @@ fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Rep
             };
             Ok(json!({
                 "protocolVersion": version,
-                "capabilities": {"tools": {}},
+                "capabilities": content::capabilities(),
                 "serverInfo": server_info(),
                 "instructions": INSTRUCTIONS,
             }))
@@ -143,7 +146,8 @@ fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Rep
                 Err(e) => json!({"content": [{"type": "text", "text": e}], "isError": true}),
             })
         }
-        other => Err((METHOD_NOT_FOUND, format!("unknown method {other}"))),
+        other => content::handle(other, params)
+            .unwrap_or_else(|| Err((METHOD_NOT_FOUND, format!("unknown method {other}")))),
     }
 }
 

@@ -1,0 +1,172 @@
+//! The example server's prompts, resources, completion and logging: small and fixed,
+//! named as the official conformance suite's server scenarios ask (`test_simple_prompt`,
+//! `test://static-text`, ...), so the suite can check edgar's gateway end to end with
+//! edgar's own server behind it.
+
+use serde_json::{Value, json};
+
+use super::Reply;
+use crate::mcp::protocol::INVALID_PARAMS;
+
+/// A 1x1 PNG, for the image prompt and the binary resource.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+const TEMPLATE: &str = "test://template/{id}/data";
+/// Values `completion/complete` offers for a prompt argument, filtered by what was typed.
+const COMPLETIONS: &[&str] = &["test", "testing", "tested", "value", "values"];
+
+/// What it offers besides tools (for `initialize` and `server/discover`).
+pub(super) fn capabilities() -> Value {
+    json!({"tools": {}, "prompts": {}, "resources": {"subscribe": true},
+           "logging": {}, "completions": {}})
+}
+
+/// Answers a prompts, resources, completion or logging request; `None` for any other.
+pub(super) fn handle(method: &str, params: &Value) -> Option<Reply> {
+    Some(match method {
+        "prompts/list" => Ok(json!({"prompts": [
+            {"name": "test_simple_prompt", "description": "A prompt with no arguments"},
+            {"name": "test_prompt_with_arguments", "description": "A prompt with two arguments",
+             "arguments": [{"name": "arg1", "description": "The first", "required": true},
+                           {"name": "arg2", "description": "The second", "required": true}]},
+            {"name": "test_prompt_with_embedded_resource", "description": "A prompt embedding a resource",
+             "arguments": [{"name": "resourceUri", "description": "The resource's URI", "required": true}]},
+            {"name": "test_prompt_with_image", "description": "A prompt with an image"},
+        ]})),
+        "prompts/get" => prompt(params),
+        "resources/list" => Ok(json!({"resources": [
+            {"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain",
+             "description": "A fixed text"},
+            {"uri": "test://static-binary", "name": "static-binary", "mimeType": "image/png",
+             "description": "A fixed image"},
+            {"uri": "test://watched-resource", "name": "watched-resource", "mimeType": "text/plain",
+             "description": "A resource that can be subscribed to"},
+        ]})),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": [
+            {"uriTemplate": TEMPLATE, "name": "template-data", "mimeType": "application/json",
+             "description": "Data for an id"},
+        ]})),
+        "resources/read" => read(params),
+        // Nothing changes here, so a subscription never hears anything; it is accepted.
+        "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => Ok(json!({})),
+        "completion/complete" => {
+            let typed = params["argument"]["value"].as_str().unwrap_or("");
+            let values: Vec<&str> = COMPLETIONS
+                .iter()
+                .copied()
+                .filter(|v| v.starts_with(typed))
+                .collect();
+            Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+        }
+        _ => return None,
+    })
+}
+
+fn prompt(params: &Value) -> Reply {
+    let args = &params["arguments"];
+    let arg = |k: &str| -> Result<&str, (i64, String)> {
+        args[k]
+            .as_str()
+            .ok_or_else(|| (INVALID_PARAMS, format!("the argument {k} is required")))
+    };
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let messages = match params["name"].as_str().unwrap_or("") {
+        "test_simple_prompt" => vec![user(
+            json!({"type": "text", "text": "This is a simple prompt for testing."}),
+        )],
+        "test_prompt_with_arguments" => vec![user(json!({"type": "text", "text": format!(
+            "Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1")?, arg("arg2")?)}))],
+        "test_prompt_with_embedded_resource" => vec![
+            user(
+                json!({"type": "resource", "resource": {"uri": arg("resourceUri")?,
+                "mimeType": "text/plain", "text": "Embedded resource content for testing."}}),
+            ),
+            user(json!({"type": "text", "text": "Please process the embedded resource above."})),
+        ],
+        "test_prompt_with_image" => vec![
+            user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            user(json!({"type": "text", "text": "Please analyze the image above."})),
+        ],
+        other => return Err((INVALID_PARAMS, format!("no prompt named {other}"))),
+    };
+    Ok(json!({"messages": messages}))
+}
+
+fn read(params: &Value) -> Reply {
+    let uri = params["uri"].as_str().unwrap_or("");
+    let content = match uri {
+        "test://static-text" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+        }
+        "test://watched-resource" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content."})
+        }
+        "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+        _ => {
+            let id = uri
+                .strip_prefix("test://template/")
+                .and_then(|r| r.strip_suffix("/data"))
+                .filter(|id| !id.is_empty() && !id.contains('/'));
+            let Some(id) = id else {
+                return Err((INVALID_PARAMS, format!("no resource at {uri}")));
+            };
+            json!({"uri": uri, "mimeType": "application/json",
+                   "text": json!({"id": id, "data": format!("Data for {id}")}).to_string()})
+        }
+    };
+    Ok(json!({"contents": [content]}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(method: &str, params: Value) -> Value {
+        match handle(method, &params) {
+            Some(Ok(v)) => v,
+            other => panic!("{method}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prompts_and_resources_answer_as_the_suite_asks_and_refuse_the_rest() {
+        let got = ok(
+            "prompts/get",
+            json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a1", "arg2": "b2"}}),
+        );
+        let text = got["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("a1") && text.contains("b2"), "{got}");
+        let read = ok("resources/read", json!({"uri": "test://template/42/data"}));
+        assert!(
+            read["contents"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("42")
+        );
+        let completed = ok(
+            "completion/complete",
+            json!({"argument": {"name": "arg1", "value": "tes"}}),
+        );
+        assert_eq!(
+            completed["completion"]["values"],
+            json!(["test", "testing", "tested"])
+        );
+        for (method, params) in [
+            ("prompts/get", json!({"name": "nope"})),
+            (
+                "prompts/get",
+                json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "x"}}),
+            ),
+            ("resources/read", json!({"uri": "test://template//data"})),
+            ("resources/read", json!({"uri": "test://template/a/b/data"})),
+            ("resources/read", json!({"uri": "file:///etc/passwd"})),
+        ] {
+            assert!(
+                matches!(handle(method, &params), Some(Err(_))),
+                "{method} {params}"
+            );
+        }
+        assert!(handle("tools/list", &json!({})).is_none());
+    }
+}
