@@ -277,6 +277,9 @@ pub enum McpCommand {
         /// private empty directory of its own, like every server without a `cwd`.
         #[arg(long)]
         root: Option<std::path::PathBuf>,
+        /// Also offer the tools the official conformance suite's server scenarios call.
+        #[arg(long)]
+        conformance: bool,
     },
 }
 

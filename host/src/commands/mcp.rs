@@ -39,8 +39,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             transparent,
             http,
         ),
-        McpCommand::ExampleServer { root } => {
-            edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd))?;
+        McpCommand::ExampleServer { root, conformance } => {
+            edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd), conformance)?;
             Ok(ExitCode::SUCCESS)
         }
         McpCommand::Add {

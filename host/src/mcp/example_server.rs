@@ -33,8 +33,9 @@ const DEFAULT_MATCHES: usize = 50;
 /// Directories `search_text` and recursive listing skip.
 const SKIP_DIRS: &[&str] = &[".git", "target", "node_modules", ".venv", "__pycache__"];
 
-/// Serves MCP on stdin/stdout until stdin closes.
-pub fn serve(root: &Path) -> std::io::Result<()> {
+/// Serves MCP on stdin/stdout until stdin closes. With `conformance`, it also has the
+/// tools the official conformance suite's server scenarios call (`content.rs`).
+pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
     let root = root.canonicalize()?;
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
@@ -58,7 +59,13 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
         };
         for m in messages {
             if let Incoming::Request { id, method, params } = m {
-                let reply = match handle(&root, &method, &params) {
+                if conformance {
+                    for n in content::progress(&method, &params) {
+                        stdout.write_all(&n)?;
+                        stdout.write_all(b"\n")?;
+                    }
+                }
+                let reply = match handle(&root, &method, &params, conformance) {
                     Ok(result) => protocol::response(&id, result),
                     Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, requested)) => {
                         let mut supported: Vec<&str> = MODERN.to_vec();
@@ -77,19 +84,19 @@ pub fn serve(root: &Path) -> std::io::Result<()> {
 
 type Reply = Result<Value, (i64, String)>;
 
-fn handle(root: &Path, method: &str, params: &Value) -> Reply {
+fn handle(root: &Path, method: &str, params: &Value, conformance: bool) -> Reply {
     let stateless = params
         .get("_meta")
         .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
         .and_then(Value::as_str);
     let Some(version) = stateless else {
-        return handle_era(root, method, params, false);
+        return handle_era(root, method, params, false, conformance);
     };
     if !MODERN.contains(&version) {
         // The version asked for travels as the message; `serve` words the answer.
         return Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, version.to_owned()));
     }
-    let mut result = handle_era(root, method, params, true)?;
+    let mut result = handle_era(root, method, params, true, conformance)?;
     if let Some(r) = result.as_object_mut() {
         r.insert("resultType".into(), json!("complete"));
     }
@@ -103,7 +110,22 @@ fn server_info() -> Value {
 const INSTRUCTIONS: &str =
     "Read-only access to the files under the working directory, and the current time.";
 
-fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Reply {
+fn handle_era(
+    root: &Path,
+    method: &str,
+    params: &Value,
+    stateless: bool,
+    conformance: bool,
+) -> Reply {
+    let listed = || {
+        let mut list = tools();
+        if conformance
+            && let (Some(l), Some(extra)) = (list.as_array_mut(), content::test_tools().as_array())
+        {
+            l.extend(extra.iter().cloned());
+        }
+        list
+    };
     match method {
         "server/discover" if stateless => {
             let mut supported: Vec<&str> = MODERN.to_vec();
@@ -117,7 +139,7 @@ fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Rep
             }))
         }
         "tools/list" if stateless => Ok(json!({
-            "tools": tools(), "ttlMs": LIST_TTL_MS, "cacheScope": "public",
+            "tools": listed(), "ttlMs": LIST_TTL_MS, "cacheScope": "public",
         })),
         "initialize" => {
             let asked = params
@@ -137,10 +159,13 @@ fn handle_era(root: &Path, method: &str, params: &Value, stateless: bool) -> Rep
             }))
         }
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({ "tools": tools() })),
+        "tools/list" => Ok(json!({ "tools": listed() })),
         "tools/call" => {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
+            if conformance && let Some(result) = content::call_test_tool(name) {
+                return Ok(result);
+            }
             Ok(match call(root, name, &args) {
                 Ok(text) => json!({"content": [{"type": "text", "text": text}], "isError": false}),
                 Err(e) => json!({"content": [{"type": "text", "text": e}], "isError": true}),
@@ -419,20 +444,21 @@ mod era_tests {
     #[test]
     fn it_speaks_both_eras() {
         let root = Path::new(".");
-        let discovered =
-            handle(root, "server/discover", &meta(MODERN[0])).unwrap_or_else(|e| panic!("{e:?}"));
+        let discovered = handle(root, "server/discover", &meta(MODERN[0]), false)
+            .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(discovered["resultType"], "complete");
         assert_eq!(discovered["supportedVersions"][0], MODERN[0]);
         let listed =
-            handle(root, "tools/list", &meta(MODERN[0])).unwrap_or_else(|e| panic!("{e:?}"));
+            handle(root, "tools/list", &meta(MODERN[0]), false).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(listed["ttlMs"], LIST_TTL_MS);
         assert_eq!(
-            handle(root, "tools/list", &meta("1999-01-01")).err(),
+            handle(root, "tools/list", &meta("1999-01-01"), false).err(),
             Some((protocol::UNSUPPORTED_PROTOCOL_VERSION, "1999-01-01".into()))
         );
         // The handshake era: no `_meta`, no `resultType`, no discover.
-        let listed = handle(root, "tools/list", &json!({})).unwrap_or_else(|e| panic!("{e:?}"));
+        let listed =
+            handle(root, "tools/list", &json!({}), false).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(listed.get("resultType").is_none());
-        assert!(handle(root, "server/discover", &json!({})).is_err());
+        assert!(handle(root, "server/discover", &json!({}), false).is_err());
     }
 }

@@ -116,6 +116,76 @@ fn read(params: &Value) -> Reply {
     Ok(json!({"contents": [content]}))
 }
 
+/// A 44-byte WAV header with no samples, for the audio tool.
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
+
+/// The tools the conformance suite's server scenarios call (with `--conformance` only:
+/// they are the suite's, not a workspace's).
+pub(super) fn test_tools() -> Value {
+    let tool = |name: &str, description: &str| {
+        json!({"name": name, "description": description,
+               "inputSchema": {"type": "object", "properties": {}}})
+    };
+    json!([
+        tool("test_image_content", "Returns an image."),
+        tool("test_audio_content", "Returns an audio clip."),
+        tool("test_embedded_resource", "Returns an embedded resource."),
+        tool(
+            "test_multiple_content_types",
+            "Returns text, an image and a resource."
+        ),
+        tool(
+            "test_tool_with_progress",
+            "Reports progress three times, then answers."
+        ),
+    ])
+}
+
+/// The result of a conformance test tool, `None` for any other name.
+pub(super) fn call_test_tool(name: &str) -> Option<Value> {
+    let image = json!({"type": "image", "data": PNG, "mimeType": "image/png"});
+    let resource = |uri: &str, mime: &str, text: &str| json!({"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": text}});
+    let content = match name {
+        "test_image_content" => json!([image]),
+        "test_audio_content" => json!([{"type": "audio", "data": WAV, "mimeType": "audio/wav"}]),
+        "test_embedded_resource" => json!([resource(
+            "test://embedded-resource",
+            "text/plain",
+            "This is an embedded resource content."
+        )]),
+        "test_multiple_content_types" => json!([
+            {"type": "text", "text": "Multiple content types test:"},
+            image,
+            resource("test://mixed-content-resource", "application/json",
+                     r#"{"test":"data","value":123}"#),
+        ]),
+        "test_tool_with_progress" => json!([{"type": "text", "text": "Progress reported."}]),
+        _ => return None,
+    };
+    Some(json!({"content": content, "isError": false}))
+}
+
+/// The progress notifications `test_tool_with_progress` sends before its answer, when
+/// the call carries a progress token.
+pub(super) fn progress(method: &str, params: &Value) -> Vec<Vec<u8>> {
+    let token = &params["_meta"]["progressToken"];
+    if method != "tools/call"
+        || params["name"] != "test_tool_with_progress"
+        || !(token.is_string() || token.is_number())
+    {
+        return Vec::new();
+    }
+    [0, 50, 100]
+        .iter()
+        .map(|p| {
+            crate::mcp::protocol::notification(
+                "notifications/progress",
+                json!({"progressToken": token, "progress": p, "total": 100}),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +238,17 @@ mod tests {
             );
         }
         assert!(handle("tools/list", &json!({})).is_none());
+    }
+
+    #[test]
+    fn progress_is_reported_only_for_its_tool_and_a_token() {
+        let call = |token: Value| json!({"name": "test_tool_with_progress", "_meta": {"progressToken": token}});
+        assert_eq!(progress("tools/call", &call(json!("t1"))).len(), 3);
+        assert_eq!(progress("tools/call", &call(json!(7))).len(), 3);
+        assert!(progress("tools/call", &call(Value::Null)).is_empty());
+        assert!(progress("tools/call", &json!({"name": "test_image_content"})).is_empty());
+        assert!(progress("prompts/get", &call(json!("t1"))).is_empty());
+        assert!(call_test_tool("test_audio_content").is_some());
+        assert!(call_test_tool("list_directory").is_none());
     }
 }
