@@ -38,7 +38,10 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
                 .map(|h| h.name.clone())
                 .collect();
             for spec in &config.servers {
-                if pins.read(spec)?.is_some_and(|f| !f.pending.is_empty()) {
+                if pins
+                    .read(spec)?
+                    .is_some_and(|f| !f.pending.is_empty() || !f.pending_prompts.is_empty())
+                {
                     t.push(spec.name.clone());
                 }
             }
@@ -422,21 +425,29 @@ fn approve_pins(
         );
         return Ok(true);
     };
-    if file.pending.is_empty() {
+    if file.pending.is_empty() && file.pending_prompts.is_empty() {
         println!(
-            "{}: nothing to approve; every tool matches its pin",
+            "{}: nothing to approve; every tool and prompt matches its pin",
             spec.name
         );
         return Ok(true);
     }
     let mut out = String::new();
     describe_pending(&file, &mut out);
+    describe_pending_prompts(&file, &mut out);
     print!("{out}");
-    let question = format!(
-        "Accept {} tool change(s) of '{}'?",
-        file.pending.len(),
-        spec.name
-    );
+    let question = match file.pending_prompts.len() {
+        0 => format!(
+            "Accept {} tool change(s) of '{}'?",
+            file.pending.len(),
+            spec.name
+        ),
+        n => format!(
+            "Accept {} tool and {n} prompt change(s) of '{}'?",
+            file.pending.len(),
+            spec.name
+        ),
+    };
     if !confirm(&question, yes)? {
         println!("not approved; the tools stay quarantined");
         return Ok(false);
@@ -505,6 +516,38 @@ fn describe_pending(file: &PinFile, out: &mut String) {
             }
             None => {
                 let _ = writeln!(out, "tool '{}': new", escaped(tool));
+                for line in lines_of(Some(&new.view)) {
+                    let _ = writeln!(out, "    + {line}");
+                }
+            }
+        }
+    }
+}
+
+/// Each pending prompt: what changed against its pin, line by line, or all of it when new.
+fn describe_pending_prompts(file: &PinFile, out: &mut String) {
+    use std::fmt::Write as _;
+    for (name, new) in &file.pending_prompts {
+        match file.prompts.get(name) {
+            Some(old) => {
+                let _ = writeln!(
+                    out,
+                    "prompt '{}': {}",
+                    escaped(name),
+                    pins::what_changed(&old.view, &new.view)
+                );
+                for (key, label) in pins::VIEW_PARTS {
+                    let (a, b) = (old.view.get(key), new.view.get(key));
+                    if a != b {
+                        let _ = writeln!(out, "  {label}:");
+                        for line in diff(&lines_of(a), &lines_of(b)) {
+                            let _ = writeln!(out, "    {line}");
+                        }
+                    }
+                }
+            }
+            None => {
+                let _ = writeln!(out, "prompt '{}': new", escaped(name));
                 for line in lines_of(Some(&new.view)) {
                     let _ = writeln!(out, "    + {line}");
                 }

@@ -55,6 +55,13 @@ pub struct PinFile {
     /// Tools seen but not accepted: changed since pinned, or new.
     #[serde(default)]
     pub pending: BTreeMap<String, Pin>,
+    /// Prompts, by the server's own prompt name, pinned apart from tools (a changed
+    /// prompt text is a rug pull too). Not part of `.mcp.lock`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: BTreeMap<String, Pin>,
+    /// Prompts seen but not accepted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pending_prompts: BTreeMap<String, Pin>,
 }
 
 /// A tool held back because it differs from its pin.
@@ -126,14 +133,16 @@ pub fn digest(view: &Value) -> String {
     sha256_hex(canonical_json(view).as_bytes())
 }
 
-/// The parts of a view, by key, with the words that name them.
-pub const VIEW_PARTS: [(&str, &str); 6] = [
+/// The parts of a view, by key, with the words that name them (a prompt's view has
+/// `arguments` where a tool's has schemas).
+pub const VIEW_PARTS: [(&str, &str); 7] = [
     ("name", "name"),
     ("title", "title"),
     ("description", "description"),
     ("inputSchema", "input schema"),
     ("outputSchema", "output schema"),
     ("annotations", "annotations"),
+    ("arguments", "arguments"),
 ];
 
 /// Which parts of two views differ, in words.
@@ -332,8 +341,68 @@ impl PinStore {
         Ok(out)
     }
 
+    /// Checks a server's listed prompts (name and view, as `prompts` shows them) against
+    /// their pins: unchanged ones pass, changed and new ones are held back as pending
+    /// until `approve`. A server's first listing pins every prompt, as a first discovery
+    /// pins its tools. Returns the names that pass, and those held back.
+    pub fn check_prompts(
+        &self,
+        spec: &ServerSpec,
+        prompts: &[(String, Value)],
+        now: u64,
+    ) -> Result<(Vec<String>, Vec<Quarantined>), TrustError> {
+        let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
+            .map_err(|e| TrustError::file(&self.path(spec), e))?;
+        // The file is made by the server's first tool discovery (which a listing always
+        // follows); without it nothing is written here, so that discovery stays a first.
+        let Some(mut file) = self.read(spec)? else {
+            return Ok((prompts.iter().map(|(n, _)| n.clone()).collect(), Vec::new()));
+        };
+        let first = file.prompts.is_empty() && file.pending_prompts.is_empty();
+        let before = (file.prompts.len(), file.pending_prompts.clone());
+        let (mut passed, mut held) = (Vec::new(), Vec::new());
+        let mut pending = BTreeMap::new();
+        for (name, v) in prompts {
+            let d = digest(v);
+            let pin = Pin {
+                digest: d.clone(),
+                view: v.clone(),
+                at: now,
+                approved: false,
+                finding: None,
+            };
+            match file.prompts.get(name) {
+                Some(p) if p.digest == d => passed.push(name.clone()),
+                None if first => {
+                    file.prompts.insert(name.clone(), pin);
+                    passed.push(name.clone());
+                }
+                old => {
+                    held.push(Quarantined {
+                        name: name.clone(),
+                        tool: name.clone(),
+                        change: match old {
+                            Some(p) => what_changed(&p.view, v),
+                            None => "new prompt".into(),
+                        },
+                    });
+                    pending.insert(name.clone(), pin);
+                }
+            }
+        }
+        let pending_changed = pending.len() != before.1.len()
+            || pending
+                .iter()
+                .any(|(k, p)| before.1.get(k).map(|b| &b.digest) != Some(&p.digest));
+        file.pending_prompts = pending;
+        if pending_changed || file.prompts.len() != before.0 {
+            self.write(spec, &file)?;
+        }
+        Ok((passed, held))
+    }
+
     /// Accepts the pending versions of `tools` (all pending ones when `None`) as the new
-    /// pins. Returns what was accepted.
+    /// pins, and with `None` every pending prompt too. Returns what was accepted.
     pub fn accept(
         &self,
         spec: &ServerSpec,
@@ -357,10 +426,18 @@ impl PinStore {
                 file.tools.insert(name.clone(), p);
             }
         }
-        if !names.is_empty() {
+        let mut accepted = names;
+        if tools.is_none() {
+            for (name, mut p) in std::mem::take(&mut file.pending_prompts) {
+                p.approved = true;
+                file.prompts.insert(name.clone(), p);
+                accepted.push(format!("prompt {name}"));
+            }
+        }
+        if !accepted.is_empty() {
             self.write(spec, &file)?;
         }
-        Ok(names)
+        Ok(accepted)
     }
 }
 

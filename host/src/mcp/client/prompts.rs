@@ -55,8 +55,17 @@ pub struct PromptMessage {
 
 impl SessionInner {
     /// The prompts `server` offers (starting it if needed). One the host cannot read (no
-    /// usable name, a duplicate) is left out and said in the log.
+    /// usable name, a duplicate) is left out and said in the log; one that differs from
+    /// its pin, or is new since the first listing, is held back until `edgar mcp approve`.
     pub async fn prompts(&self, server: &str) -> Result<Vec<Prompt>, McpError> {
+        Ok(self.prompts_checked(server).await?.0)
+    }
+
+    /// The prompts that pass their pins, and those held back.
+    async fn prompts_checked(
+        &self,
+        server: &str,
+    ) -> Result<(Vec<Prompt>, Vec<crate::trust::pins::Quarantined>), McpError> {
         let s = self.server(server)?;
         let items = self.paged(s, "prompts/list", "prompts").await?;
         let mut out: Vec<Prompt> = Vec::new();
@@ -74,7 +83,33 @@ impl SessionInner {
             }
         }
         out.truncate(MAX_ITEMS);
-        Ok(out)
+        let Some(pins) = &self.opts.pins else {
+            return Ok((out, Vec::new()));
+        };
+        let views: Vec<(String, Value)> = out.iter().map(|p| (p.name.clone(), view(p))).collect();
+        let now = crate::clock::now();
+        let (passed, held) =
+            pins.check_prompts(&s.spec, &views, now)
+                .map_err(|e| McpError::Start {
+                    server: server.to_owned(),
+                    reason: e.to_string(),
+                })?;
+        for q in &held {
+            tracing::warn!(
+                server,
+                "prompt {} held back: {}; review it with `edgar mcp approve {server}`",
+                shown(&q.name),
+                q.change
+            );
+            if let Some(audit) = &self.opts.audit {
+                audit.note(
+                    "quarantine",
+                    json!({"server": server, "prompt": q.name, "change": q.change}),
+                );
+            }
+        }
+        out.retain(|p| passed.contains(&p.name));
+        Ok((out, held))
     }
 
     /// Gets prompt `name` of `server` with `arguments`: its messages, each converted by
@@ -85,7 +120,14 @@ impl SessionInner {
         name: &str,
         arguments: &BTreeMap<String, String>,
     ) -> Result<PromptOutput, McpError> {
-        let listed = self.prompts(server).await?;
+        let (listed, held) = self.prompts_checked(server).await?;
+        if let Some(q) = held.iter().find(|q| q.name == name) {
+            return Err(McpError::Quarantined {
+                server: server.to_owned(),
+                tool: format!("prompt {}", shown(name)),
+                change: q.change.clone(),
+            });
+        }
         let Some(p) = listed.iter().find(|p| p.name == name) else {
             return Err(McpError::NotOffered {
                 server: server.to_owned(),
@@ -171,6 +213,12 @@ impl SessionInner {
             messages: out,
         })
     }
+}
+
+/// What a client sees of a prompt: the part its pin covers.
+fn view(p: &Prompt) -> Value {
+    json!({"name": p.name, "title": p.title, "description": p.description,
+           "arguments": p.arguments})
 }
 
 /// One `prompts/list` item, checked.
