@@ -2,7 +2,8 @@
 //! example server, 4 tools): tokens of the tool list a client sees at start versus every
 //! schema (and versus the 2,506-tool corpus); the time from launch to the first answers,
 //! cold (nothing cached: the first search discovers all 30) and warm; and one proxied
-//! `tools/call` versus the same call made to the server directly. Words-only search
+//! `tools/call` versus the same call made to the server directly, and a prompt get and a
+//! resource read direct versus through `--transparent`. Words-only search
 //! (`EDGAR_SEARCH_MODEL` is cleared). Prints Markdown tables.
 //!
 //! Run with `cargo bench -p edgar-host --bench gateway`.
@@ -227,6 +228,43 @@ fn main() {
         per(g)
     );
     println!("| ratio | {:.2}x |", g.as_secs_f64() / d.as_secs_f64());
+    println!();
+
+    // A prompt get and a resource read, directly and through the gateway serving the
+    // server transparently (both through the guard there, with pins and the audit).
+    let mut tr = Peer::spawn(
+        home.path(),
+        &["mcp", "serve", "--servers", "s0", "--transparent"],
+    );
+    tr.initialize();
+    let get =
+        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}});
+    let read = json!({"uri": "test://static-text"});
+    println!(
+        "| {CALLS} sequential, stdio | the example server directly | through `edgar mcp serve --transparent` | ratio |"
+    );
+    println!("|---|---|---|---|");
+    for (method, params) in [("prompts/get", get), ("resources/read", read)] {
+        for peer in [&mut direct, &mut tr] {
+            let v = peer.request(method, params.clone());
+            assert!(v.get("result").is_some(), "{method}: {v}");
+        }
+        let (mut d, mut g) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..CALLS {
+            let t = Instant::now();
+            direct.request(method, params.clone());
+            d += t.elapsed();
+            let t = Instant::now();
+            tr.request(method, params.clone());
+            g += t.elapsed();
+        }
+        println!(
+            "| `{method}` | {:.1} µs | {:.1} µs | {:.2}x |",
+            per(d),
+            per(g),
+            g.as_secs_f64() / d.as_secs_f64()
+        );
+    }
 }
 
 /// The corpus's tools as a client would list them all: (count, tokens).

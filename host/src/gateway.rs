@@ -23,7 +23,7 @@ use tokio::task::AbortHandle;
 
 use crate::mcp::McpError;
 use crate::mcp::client::Session;
-use crate::mcp::connection::{PROGRESS, ProgressSink};
+use crate::mcp::connection::{LOGS, LogSink, PROGRESS, ProgressSink};
 use crate::mcp::protocol::{
     self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
 };
@@ -308,7 +308,9 @@ impl Gateway {
                     .get("progressToken")
                     .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
                 let progress = token.map(|t| progress_sink(t.clone(), tx.clone()));
-                self.call(name, args, tx, progress).await
+                // The server's log messages while the call runs reach this client too.
+                LOGS.scope(log_sink(tx.clone()), self.call(name, args, tx, progress))
+                    .await
             }
             // Every server's prompts and resources, with `--expose all` only: listing them
             // starts every server, which the search-first mode never does.
@@ -491,6 +493,14 @@ fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> ProgressSink {
     Arc::new(move |mut update: Value| {
         update["progressToken"] = token.clone();
         let _ = tx.try_send(protocol::notification("notifications/progress", update));
+    })
+}
+
+/// Passes an upstream server's log messages (checked by the connection) to the client.
+/// Lossy like progress: a client that reads slower than the server logs misses some.
+fn log_sink(tx: mpsc::Sender<Vec<u8>>) -> LogSink {
+    Arc::new(move |message: Value| {
+        let _ = tx.try_send(protocol::notification("notifications/message", message));
     })
 }
 

@@ -39,11 +39,19 @@ const INVALID_REQUEST: i64 = -32600;
 /// (`progress`, and `total` and `message` when given), checked and clamped.
 pub type ProgressSink = Arc<dyn Fn(Value) + Send + Sync>;
 
+/// Where a server's log messages go while a call to it runs: `notifications/message`
+/// params (`level`, `logger`, `data`), checked and bounded.
+pub type LogSink = Arc<dyn Fn(Value) + Send + Sync>;
+
 tokio::task_local! {
     /// Set around a call by a caller that wants its progress (`edgar mcp serve`, for a
     /// client that sent a `progressToken`): `tools/call` requests made within then carry
     /// a token of ours, and the server's progress on it reaches the sink.
     pub static PROGRESS: ProgressSink;
+    /// Set around a call by a caller that passes the server's log messages on (`edgar
+    /// mcp serve`): while a `tools/call` made within runs, the server's log messages
+    /// reach the sink (a message names no request, so every call running then hears it).
+    pub static LOGS: LogSink;
 }
 
 /// What a transport hands the connection.
@@ -118,6 +126,8 @@ struct Shared {
     server_requests: Arc<Semaphore>,
     /// Calls whose progress someone follows, by the token we sent (the request id).
     progress: Mutex<HashMap<u64, ProgressSink>>,
+    /// Calls whose caller hears the server's log messages, by request id.
+    logs: Mutex<HashMap<u64, LogSink>>,
 }
 
 impl Connection {
@@ -131,6 +141,7 @@ impl Connection {
             list_changed: Arc::new(Notify::new()),
             server_requests: Arc::new(Semaphore::new(MAX_SERVER_REQUESTS)),
             progress: Mutex::new(HashMap::new()),
+            logs: Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch(
             server.to_owned(),
@@ -204,7 +215,11 @@ impl Connection {
         lock(&self.shared.pending).insert(id, tx);
         let mut params = params;
         let followed = method == "tools/call" && self.follow_progress(id, &mut params);
-        let _unfollow = followed.then(|| Unfollow(&self.shared, id));
+        let logged = method == "tools/call"
+            && LOGS
+                .try_with(|sink| lock(&self.shared.logs).insert(id, sink.clone()))
+                .is_ok();
+        let _unfollow = (followed || logged).then(|| Unfollow(&self.shared, id));
         let stamp = self.stamp();
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
@@ -333,12 +348,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Stops following a request's progress when its exchange ends, however it ends.
+/// Stops following a request's progress and logs when its exchange ends, however it ends.
 struct Unfollow<'a>(&'a Shared, u64);
 
 impl Drop for Unfollow<'_> {
     fn drop(&mut self) {
         lock(&self.0.progress).remove(&self.1);
+        lock(&self.0.logs).remove(&self.1);
     }
 }
 
@@ -376,6 +392,23 @@ mod tests {
             sent(json!({"name": "t", "_meta": {"progressToken": 1}})),
             head(json!({"_meta": merged, "name": "t"}))
         );
+    }
+
+    #[test]
+    fn log_messages_are_passed_on_checked_and_bounded() {
+        use super::dispatch::log_message;
+        assert_eq!(log_message(&json!({"level": "loud", "data": "x"})), None);
+        assert_eq!(log_message(&json!({"level": "info"})), None);
+        let m = log_message(&json!({"level": "info", "logger": "l", "data": "a\u{1b}[2Jb"}));
+        let text = m
+            .as_ref()
+            .map(|m| m["data"].to_string())
+            .unwrap_or_default();
+        assert!(!text.contains('\u{1b}'), "{text}");
+        let big = log_message(&json!({"level": "error", "data": {"x": "y".repeat(10_000)}}));
+        assert!(big.is_some_and(|m| m["data"].as_str().is_some_and(|d| d.contains("left out"))));
+        let small = log_message(&json!({"level": "debug", "data": {"n": 1}}));
+        assert_eq!(small, Some(json!({"level": "debug", "data": {"n": 1}})));
     }
 
     #[test]

@@ -85,6 +85,42 @@ pub(super) fn progress_update(params: &Value) -> Option<Value> {
     Some(update)
 }
 
+/// Largest log message `data` passed on, as JSON text; a larger one becomes a note.
+const MAX_LOG_DATA: usize = 4 << 10;
+
+/// A server's `notifications/message` params as they are passed on: a level of the
+/// protocol's eight, a short logger name, and `data` (a string made safe to show, other
+/// JSON as it is when small); `None` for anything else.
+pub(super) fn log_message(params: &Value) -> Option<Value> {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    let level = params.get("level").and_then(Value::as_str)?;
+    if !LEVELS.contains(&level) {
+        return None;
+    }
+    let data = match params.get("data")? {
+        Value::String(s) => json!(shown_message(s)),
+        other if other.to_string().len() <= MAX_LOG_DATA => other.clone(),
+        other => json!(format!(
+            "[edgar: {} bytes of log data left out]",
+            other.to_string().len()
+        )),
+    };
+    let mut message = json!({"level": level, "data": data});
+    if let Some(logger) = params.get("logger").and_then(Value::as_str) {
+        message["logger"] = json!(shown_message(&logger.chars().take(128).collect::<String>()));
+    }
+    Some(message)
+}
+
 pub(super) fn notification(server: &str, method: &str, params: &Value, shared: &Shared) {
     match method {
         "notifications/tools/list_changed" => shared.list_changed.notify_one(),
@@ -98,6 +134,12 @@ pub(super) fn notification(server: &str, method: &str, params: &Value, shared: &
                 .map(|d| d.to_string())
                 .unwrap_or_default();
             tracing::info!(server, level, "server log: {}", shown(&data));
+            if let Some(message) = log_message(params) {
+                let sinks: Vec<_> = lock(&shared.logs).values().cloned().collect();
+                for sink in sinks {
+                    sink(message.clone());
+                }
+            }
         }
         "notifications/progress" => {
             tracing::debug!(server, "progress: {}", shown(&params.to_string()));

@@ -138,6 +138,10 @@ pub(super) fn test_tools() -> Value {
             "test_tool_with_progress",
             "Reports progress three times, then answers."
         ),
+        tool(
+            "test_tool_with_logging",
+            "Logs three messages, then answers."
+        ),
     ])
 }
 
@@ -160,14 +164,31 @@ pub(super) fn call_test_tool(name: &str) -> Option<Value> {
                      r#"{"test":"data","value":123}"#),
         ]),
         "test_tool_with_progress" => json!([{"type": "text", "text": "Progress reported."}]),
+        "test_tool_with_logging" => json!([{"type": "text", "text": "Messages logged."}]),
         _ => return None,
     };
     Some(json!({"content": content, "isError": false}))
 }
 
-/// The progress notifications `test_tool_with_progress` sends before its answer, when
-/// the call carries a progress token.
+/// What a conformance test tool sends before its answer: `test_tool_with_logging` three
+/// log messages, `test_tool_with_progress` three progress notifications when the call
+/// carries a progress token.
 pub(super) fn progress(method: &str, params: &Value) -> Vec<Vec<u8>> {
+    if method == "tools/call" && params["name"] == "test_tool_with_logging" {
+        return [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed",
+        ]
+        .iter()
+        .map(|m| {
+            crate::mcp::protocol::notification(
+                "notifications/message",
+                json!({"level": "info", "logger": "test_tool_with_logging", "data": m}),
+            )
+        })
+        .collect();
+    }
     let token = &params["_meta"]["progressToken"];
     if method != "tools/call"
         || params["name"] != "test_tool_with_progress"
@@ -248,7 +269,23 @@ mod tests {
         assert!(progress("tools/call", &call(Value::Null)).is_empty());
         assert!(progress("tools/call", &json!({"name": "test_image_content"})).is_empty());
         assert!(progress("prompts/get", &call(json!("t1"))).is_empty());
+        assert_eq!(
+            progress("tools/call", &json!({"name": "test_tool_with_logging"})).len(),
+            3
+        );
         assert!(call_test_tool("test_audio_content").is_some());
+        let listed = test_tools();
+        for name in ["test_tool_with_progress", "test_tool_with_logging"] {
+            assert!(
+                listed
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|t| t["name"] == name),
+                "{name}"
+            );
+            assert!(call_test_tool(name).is_some(), "{name}");
+        }
         assert!(call_test_tool("list_directory").is_none());
     }
 }
