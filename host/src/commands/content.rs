@@ -56,19 +56,9 @@ pub fn prompts(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     with_session(config, cwd, async |session| {
-        let mut all = Vec::new();
-        for server in targets(config, name) {
-            match session.prompts(&server).await {
-                Ok(list) => all.extend(list),
-                Err(e) => skipped(e, name.is_some())?,
-            }
-        }
-        if json {
-            print_json(&serde_json::to_value(&all)?)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        let mut out = std::io::stdout().lock();
-        for p in &all {
+        let all = gather(config, name, async |s: &str| session.prompts(s).await).await?;
+        let as_json = json.then(|| serde_json::to_value(&all)).transpose()?;
+        print_listing(&all, as_json, |p| {
             let args: Vec<String> = p
                 .arguments
                 .iter()
@@ -80,17 +70,49 @@ pub fn prompts(
                     }
                 })
                 .collect();
-            writeln!(
-                out,
+            format!(
                 "{}/{}\t{}\t{}",
                 p.server,
                 p.name,
                 args.join(" "),
                 first_line(&p.description)
-            )?;
-        }
-        Ok(ExitCode::SUCCESS)
+            )
+        })
     })
+}
+
+/// Every listed server's items: the one named, else each configured one, skipping those
+/// that offer none.
+async fn gather<T>(
+    config: &Config,
+    name: Option<&str>,
+    fetch: impl AsyncFn(&str) -> Result<Vec<T>, McpError>,
+) -> anyhow::Result<Vec<T>> {
+    let mut all = Vec::new();
+    for server in targets(config, name) {
+        match fetch(&server).await {
+            Ok(list) => all.extend(list),
+            Err(e) => skipped(e, name.is_some())?,
+        }
+    }
+    Ok(all)
+}
+
+/// A listing as `json` when asked for, else one line per item.
+fn print_listing<T>(
+    all: &[T],
+    json: Option<serde_json::Value>,
+    line: impl Fn(&T) -> String,
+) -> anyhow::Result<ExitCode> {
+    if let Some(v) = json {
+        print_json(&v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    for item in all {
+        writeln!(out, "{}", line(item))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn prompt(
@@ -131,27 +153,16 @@ pub fn resources(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     with_session(config, cwd, async |session| {
-        let mut all = Vec::new();
-        for server in targets(config, name) {
-            match session.resources(&server).await {
-                Ok(list) => all.extend(list),
-                Err(e) => skipped(e, name.is_some())?,
-            }
-        }
-        if json {
-            print_json(&serde_json::to_value(&all)?)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        let mut out = std::io::stdout().lock();
-        for r in &all {
+        let all = gather(config, name, async |s: &str| session.resources(s).await).await?;
+        let as_json = json.then(|| serde_json::to_value(&all)).transpose()?;
+        print_listing(&all, as_json, |r| {
             let kind = if r.template {
                 "template"
             } else {
                 r.mime_type.as_deref().unwrap_or("-")
             };
-            writeln!(out, "{}\t{}\t{}\t{}", r.server, r.uri, kind, r.name)?;
-        }
-        Ok(ExitCode::SUCCESS)
+            format!("{}\t{}\t{}\t{}", r.server, r.uri, kind, r.name)
+        })
     })
 }
 

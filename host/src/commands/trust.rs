@@ -490,69 +490,48 @@ fn describe_pending(file: &PinFile, out: &mut String) {
                 continue;
             }
         }
-        match file.tools.get(tool) {
-            Some(old) => {
+        against_pin(out, "tool", tool, file.tools.get(tool), new);
+    }
+}
+
+/// One pending tool or prompt (`kind`) against its pin: what changed, part by part as a
+/// diff (and said when only invisible characters did), or all of it when it is new.
+fn against_pin(out: &mut String, kind: &str, name: &str, old: Option<&pins::Pin>, new: &pins::Pin) {
+    use std::fmt::Write as _;
+    let Some(old) = old else {
+        let _ = writeln!(out, "{kind} '{}': new", escaped(name));
+        for line in lines_of(Some(&new.view)) {
+            let _ = writeln!(out, "    + {line}");
+        }
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "{kind} '{}': {}",
+        escaped(name),
+        pins::what_changed(&old.view, &new.view)
+    );
+    for (key, label) in pins::VIEW_PARTS {
+        let (a, b) = (old.view.get(key), new.view.get(key));
+        if a != b {
+            let _ = writeln!(out, "  {label}:");
+            if without_invisible(a) == without_invisible(b) {
                 let _ = writeln!(
                     out,
-                    "tool '{}': {}",
-                    escaped(tool),
-                    pins::what_changed(&old.view, &new.view)
+                    "    invisible characters changed (shown below as \\u{{...}} escapes; a model reads them, a reviewer does not see them)"
                 );
-                for (key, label) in pins::VIEW_PARTS {
-                    let (a, b) = (old.view.get(key), new.view.get(key));
-                    if a != b {
-                        let _ = writeln!(out, "  {label}:");
-                        if without_invisible(a) == without_invisible(b) {
-                            let _ = writeln!(
-                                out,
-                                "    invisible characters changed (shown below as \\u{{...}} escapes; a model reads them, a reviewer does not see them)"
-                            );
-                        }
-                        for line in diff(&lines_of(a), &lines_of(b)) {
-                            let _ = writeln!(out, "    {line}");
-                        }
-                    }
-                }
             }
-            None => {
-                let _ = writeln!(out, "tool '{}': new", escaped(tool));
-                for line in lines_of(Some(&new.view)) {
-                    let _ = writeln!(out, "    + {line}");
-                }
+            for line in diff(&lines_of(a), &lines_of(b)) {
+                let _ = writeln!(out, "    {line}");
             }
         }
     }
 }
 
-/// Each pending prompt: what changed against its pin, line by line, or all of it when new.
+/// Each pending prompt against its pin, as tools are shown.
 fn describe_pending_prompts(file: &PinFile, out: &mut String) {
-    use std::fmt::Write as _;
     for (name, new) in &file.pending_prompts {
-        match file.prompts.get(name) {
-            Some(old) => {
-                let _ = writeln!(
-                    out,
-                    "prompt '{}': {}",
-                    escaped(name),
-                    pins::what_changed(&old.view, &new.view)
-                );
-                for (key, label) in pins::VIEW_PARTS {
-                    let (a, b) = (old.view.get(key), new.view.get(key));
-                    if a != b {
-                        let _ = writeln!(out, "  {label}:");
-                        for line in diff(&lines_of(a), &lines_of(b)) {
-                            let _ = writeln!(out, "    {line}");
-                        }
-                    }
-                }
-            }
-            None => {
-                let _ = writeln!(out, "prompt '{}': new", escaped(name));
-                for line in lines_of(Some(&new.view)) {
-                    let _ = writeln!(out, "    + {line}");
-                }
-            }
-        }
+        against_pin(out, "prompt", name, file.prompts.get(name), new);
     }
 }
 
