@@ -5,7 +5,9 @@
 //! client that knows nothing of proxies (a database driver) reaches it too.
 //!
 //! Everything runs in edgar's runtime, on listeners that live in the server's namespace
-//! (`netns`); dropping the [`Egress`] stops them all.
+//! (`netns`); dropping the [`Egress`] stops the listeners and their connections. A
+//! `CONNECT` tunnel runs on after its HTTP connection, holding a connection slot of its
+//! own, until either end closes (the server's end does when it is closed).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -100,8 +102,12 @@ impl Drop for Egress {
     }
 }
 
-/// Accepts the server's proxy connections, one task each, within the connection slots.
-async fn serve_proxy(listener: TcpListener, rules: Arc<Rules>) {
+/// Accepts connections on `listener`, each served by `serve` in a task of its own while
+/// it holds one of the connection slots.
+async fn accept_each<F>(listener: TcpListener, rules: Arc<Rules>, serve: impl Fn(TcpStream) -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut connections = JoinSet::new();
     loop {
         let Ok(permit) = rules.slots.clone().acquire_owned().await else {
@@ -115,9 +121,19 @@ async fn serve_proxy(listener: TcpListener, rules: Arc<Rules>) {
             }
         };
         while connections.try_join_next().is_some() {}
-        let rules = rules.clone();
+        let work = serve(stream);
         connections.spawn(async move {
             let _permit = permit;
+            work.await;
+        });
+    }
+}
+
+/// Serves the server's proxy connections.
+async fn serve_proxy(listener: TcpListener, rules: Arc<Rules>) {
+    accept_each(listener, rules.clone(), move |stream| {
+        let rules = rules.clone();
+        async move {
             let service = hyper::service::service_fn(move |req| {
                 let rules = rules.clone();
                 async move { Ok::<_, Infallible>(handle(req, rules).await) }
@@ -128,8 +144,9 @@ async fn serve_proxy(listener: TcpListener, rules: Arc<Rules>) {
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades()
                 .await;
-        });
-    }
+        }
+    })
+    .await;
 }
 
 /// One request to the proxy.
@@ -175,7 +192,16 @@ async fn handle(req: Request<Incoming>, rules: Arc<Rules>) -> Response<Body> {
         }
     };
     if connect {
+        // The tunnel outlives its HTTP connection (and that connection's slot): it takes
+        // a slot of its own, so a server cannot open tunnels without bound.
+        let Ok(slot) = rules.slots.clone().try_acquire_owned() else {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "edgar's sandbox: too many connections at once",
+            );
+        };
         tokio::spawn(async move {
+            let _slot = slot;
             if let Ok(upgraded) = hyper::upgrade::on(req).await {
                 let mut upstream = upstream;
                 let _ =
@@ -216,27 +242,15 @@ async fn relay(mut req: Request<Incoming>, upstream: TcpStream) -> Response<Body
 /// Forwards each connection to `listener` (a loopback port in the server's namespace) to
 /// the same port on this machine's loopback.
 async fn forward(listener: TcpListener, target: (String, u16), rules: Arc<Rules>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let Ok(permit) = rules.slots.clone().acquire_owned().await else {
-            return;
-        };
-        let mut inside = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        while connections.try_join_next().is_some() {}
+    accept_each(listener, rules, move |mut inside| {
         let target = target.clone();
-        connections.spawn(async move {
-            let _permit = permit;
+        async move {
             if let Ok(mut outside) = reach(&target.0, target.1).await {
                 let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
             }
-        });
-    }
+        }
+    })
+    .await;
 }
 
 async fn reach(host: &str, port: u16) -> std::io::Result<TcpStream> {
