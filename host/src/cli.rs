@@ -269,6 +269,11 @@ pub enum McpCommand {
         /// request needs the bearer token printed at start, or `EDGAR_SERVE_TOKEN`).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8737")]
         http: Option<std::net::SocketAddr>,
+        /// Serve a team (with --http): FILE names the identity provider whose access
+        /// tokens clients bring, the Cedar policy, TLS or the proxy in front, and the
+        /// rate limits (docs/team-gateway.md).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        gateway_config: Option<std::path::PathBuf>,
     },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]

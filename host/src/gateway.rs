@@ -32,8 +32,13 @@ use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 mod content;
 pub mod elicit;
 pub mod http;
+pub mod team;
+mod user;
 
+use crate::guard::SanitizedTool;
 use elicit::Forward;
+use team::policy::Action;
+use team::{Principal, Team};
 
 /// Which subscription a notification belongs to (the stateless era).
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -64,10 +69,31 @@ pub enum Exposure {
     Transparent(String),
 }
 
+/// Who a request runs as: the one local user (stdio, the loopback secret), or a user of
+/// a team gateway, whose token named them.
+#[derive(Debug, Clone, Default)]
+pub enum Caller {
+    #[default]
+    Local,
+    User(Arc<Principal>),
+}
+
+impl Caller {
+    /// The key of this caller's own state (what its searches found).
+    fn key(&self) -> &str {
+        match self {
+            Caller::Local => "",
+            Caller::User(p) => &p.sub,
+        }
+    }
+}
+
 /// What a serve loop needs: the session behind it and its search state.
 pub struct Gateway {
     session: Arc<Session>,
     search: ToolSearch,
+    /// The team gateway's policy, limits and metrics; `None` for one local user.
+    team: Option<Arc<Team>>,
     expose_all: bool,
     exposure: Exposure,
     /// A client greeted us with `initialize`: it hears of list changes unasked.
@@ -96,9 +122,32 @@ impl Gateway {
         exposure: Exposure,
         forward: Arc<Forward>,
     ) -> Arc<Gateway> {
+        Gateway::build(session, search, exposure, forward, None)
+    }
+
+    /// A team gateway: each request runs as the user its token names, under `team`'s
+    /// policy and limits.
+    pub fn for_team(
+        session: Arc<Session>,
+        search: ToolSearch,
+        exposure: Exposure,
+        forward: Arc<Forward>,
+        team: Arc<Team>,
+    ) -> Arc<Gateway> {
+        Gateway::build(session, search, exposure, forward, Some(team))
+    }
+
+    fn build(
+        session: Arc<Session>,
+        search: ToolSearch,
+        exposure: Exposure,
+        forward: Arc<Forward>,
+        team: Option<Arc<Team>>,
+    ) -> Arc<Gateway> {
         Arc::new(Gateway {
             session,
             search,
+            team,
             expose_all: exposure != Exposure::Search,
             exposure,
             initialized: AtomicBool::new(false),
@@ -194,7 +243,7 @@ impl Gateway {
                 // Held while spawning, so the task's own removal comes after this insert.
                 let mut running = lock(running);
                 let task = tokio::spawn(async move {
-                    let reply = me.answer(&id, &method, params, &tx2).await;
+                    let reply = me.answer(&Caller::Local, &id, &method, params, &tx2).await;
                     lock(&running2).remove(&key2);
                     let _ = tx2.send(reply).await;
                 });
@@ -228,9 +277,33 @@ impl Gateway {
         }
     }
 
-    /// One request's JSON-RPC answer, in the era the request speaks.
+    /// One request's JSON-RPC answer, in the era the request speaks, run as `caller`
+    /// (its audit lines name the user).
     async fn answer(
         &self,
+        caller: &Caller,
+        id: &Value,
+        method: &str,
+        params: Value,
+        tx: &mpsc::Sender<Vec<u8>>,
+    ) -> Vec<u8> {
+        if let Some(team) = &self.team {
+            team.metrics.request(method);
+        }
+        match caller {
+            Caller::Local => self.answer_as(caller, id, method, params, tx).await,
+            Caller::User(p) => {
+                let user = p.sub.clone();
+                crate::trust::audit::ACTOR
+                    .scope(user, self.answer_as(caller, id, method, params, tx))
+                    .await
+            }
+        }
+    }
+
+    async fn answer_as(
+        &self,
+        caller: &Caller,
         id: &Value,
         method: &str,
         params: Value,
@@ -245,13 +318,16 @@ impl Gateway {
             Some(v) if !MODERN.contains(&v.as_str()) => {
                 return protocol::unsupported_version(id, v, &supported());
             }
-            Some(_) => self.handle(method, &params, true, tx).await.map(|mut r| {
-                if let Some(r) = r.as_object_mut() {
-                    r.insert("resultType".into(), json!("complete"));
-                }
-                r
-            }),
-            None => self.handle(method, &params, false, tx).await,
+            Some(_) => self
+                .handle(caller, method, &params, true, tx)
+                .await
+                .map(|mut r| {
+                    if let Some(r) = r.as_object_mut() {
+                        r.insert("resultType".into(), json!("complete"));
+                    }
+                    r
+                }),
+            None => self.handle(caller, method, &params, false, tx).await,
         };
         match reply {
             Ok(result) => protocol::response(id, result),
@@ -261,6 +337,7 @@ impl Gateway {
 
     async fn handle(
         &self,
+        caller: &Caller,
         method: &str,
         params: &Value,
         stateless: bool,
@@ -294,7 +371,7 @@ impl Gateway {
             }
             "ping" => Ok(json!({})),
             "tools/list" => {
-                let mut result = json!({"tools": self.tools().await});
+                let mut result = json!({"tools": self.tools(caller).await});
                 if stateless {
                     result["ttlMs"] = json!(0);
                     result["cacheScope"] = json!("private");
@@ -309,8 +386,8 @@ impl Gateway {
                     .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
                 let progress = token.map(|t| progress_sink(t.clone(), tx.clone()));
                 // The server's log messages while the call runs reach this client too.
-                LOGS.scope(log_sink(tx.clone()), self.call(name, args, tx, progress))
-                    .await
+                let call = self.call(caller, name, args, tx, progress);
+                LOGS.scope(log_sink(tx.clone()), call).await
             }
             // Every server's prompts and resources, with `--expose all` only: listing them
             // starts every server, which the search-first mode never does.
@@ -344,7 +421,7 @@ impl Gateway {
 
     /// The served list: the two built-ins, then every tool found so far (every tool with
     /// `--expose all`); for one server transparently, its tools alone by their own names.
-    async fn tools(&self) -> Vec<Value> {
+    async fn tools(&self, caller: &Caller) -> Vec<Value> {
         let search = search_tool::definition();
         let transparent = matches!(self.exposure, Exposure::Transparent(_));
         let mut tools = vec![
@@ -383,9 +460,12 @@ impl Gateway {
             }
             catalog.tools
         } else {
-            self.search.found()
+            self.search.found_by(caller.key())
         };
         for t in served {
+            if !self.permits(caller, Action::ListTools, &t).allowed() {
+                continue;
+            }
             let mut tool = json!({
                 "name": if transparent { t.tool() } else { t.name() },
                 "description": t.description(),
@@ -414,6 +494,7 @@ impl Gateway {
 
     async fn call(
         &self,
+        caller: &Caller,
         name: &str,
         args: Value,
         tx: &mpsc::Sender<Vec<u8>>,
@@ -421,7 +502,7 @@ impl Gateway {
     ) -> Reply {
         if let Exposure::Transparent(server) = &self.exposure {
             return self
-                .call_found(&format!("{server}/{name}"), args, progress)
+                .call_found(caller, &format!("{server}/{name}"), args, progress)
                 .await;
         }
         match name {
@@ -429,9 +510,15 @@ impl Gateway {
                 let Some(query) = args.get("query").and_then(Value::as_str) else {
                     return Err((INVALID_PARAMS, "tool_search needs a query".into()));
                 };
-                let before = self.search.found().len();
-                let reply = self.search.search(&self.session, query).await;
-                if self.search.found().len() > before {
+                let user = caller.key();
+                let before = self.search.found_by(user).len();
+                let allowed =
+                    |t: &SanitizedTool| self.permits(caller, Action::ListTools, t).allowed();
+                let reply = self
+                    .search
+                    .search_for(&self.session, query, user, &allowed)
+                    .await;
+                if self.search.found_by(user).len() > before {
                     self.list_changed(tx).await;
                 }
                 Ok(text_result(&reply.text(), false))
@@ -441,9 +528,9 @@ impl Gateway {
                     return Err((INVALID_PARAMS, "call_tool needs the name of a tool".into()));
                 };
                 let inner = args.get("arguments").cloned().unwrap_or(json!({}));
-                self.call_found(target, inner, progress).await
+                self.call_found(caller, target, inner, progress).await
             }
-            other => self.call_found(other, args, progress).await,
+            other => self.call_found(caller, other, args, progress).await,
         }
     }
 
@@ -463,7 +550,16 @@ impl Gateway {
 
     /// Calls a tool a search returned; anything else is refused with what to do instead,
     /// so a client never calls a tool whose schema it has not seen.
-    async fn call_found(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Reply {
+    async fn call_found(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        if let (Some(team), Caller::User(_)) = (&self.team, caller) {
+            return self.call_as_user(team, caller, name, args, progress).await;
+        }
         if !self.expose_all && !self.search.found().iter().any(|t| t.name() == name) {
             return Ok(text_result(
                 &format!(
@@ -473,16 +569,21 @@ impl Gateway {
                 true,
             ));
         }
+        Ok(self.run_call(name, args, progress).await)
+    }
+
+    /// Calls the tool through the session; every outcome is a tool result.
+    async fn run_call(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Value {
         let call = self.session.call(name, args);
         let called = match progress {
             Some(sink) => PROGRESS.scope(sink, call).await,
             None => call.await,
         };
         match called {
-            Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
+            Ok(out) => serde_json::to_value(&out).unwrap_or_else(|e| {
                 text_result(&format!("edgar could not encode the result: {e}"), true)
-            })),
-            Err(e) => Ok(text_result(&failure(&e), true)),
+            }),
+            Err(e) => text_result(&failure(&e), true),
         }
     }
 }

@@ -51,7 +51,7 @@ fn python_server_config(home: &std::path::Path, tag: &str) {
 
 /// What `python_client.py` saw: two tools at start, a refused unfound call, a search
 /// that adds `py__add` to the list, direct and `call_tool` calls, a bad argument refused.
-fn check_python_client(seen: &Value, mode: &str, version: &str) {
+pub(crate) fn check_python_client(seen: &Value, mode: &str, version: &str) {
     assert_eq!(seen["version"], version, "{mode}: {seen}");
     assert_eq!(
         seen["before"],

@@ -25,4 +25,5 @@ mod sandbox;
 mod search;
 mod search_model;
 mod signals;
+mod team_gateway;
 mod trust;

@@ -31,6 +31,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             expose,
             transparent,
             http,
+            gateway_config,
         } => super::serve::run(
             print_config,
             reserve,
@@ -38,6 +39,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             expose.is_some(),
             transparent,
             http,
+            gateway_config.as_deref(),
         ),
         McpCommand::ExampleServer { root, conformance } => {
             edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd), conformance)?;

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use anyhow::{Context, bail};
 use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
+use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
 use edgar_host::tools::search_tool::ToolSearch;
 use serde_json::json;
@@ -26,6 +28,7 @@ pub fn run(
     expose_all: bool,
     transparent: bool,
     http: Option<SocketAddr>,
+    gateway_config: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     if let Some(client) = print_config {
         let exe = std::env::current_exe().context("cannot tell where edgar is installed")?;
@@ -48,10 +51,22 @@ pub fn run(
         (false, _) if expose_all => Exposure::All,
         (false, _) => Exposure::Search,
     };
+    let team = match gateway_config {
+        Some(path) => Some(TeamConfig::load(path)?),
+        None => None,
+    };
     if let Some(addr) = http
         && !addr.ip().is_loopback()
     {
-        bail!("--http serves on a loopback address only (127.0.0.1 or ::1), not {addr}");
+        match &team {
+            None => bail!(
+                "--http serves on a loopback address only (127.0.0.1 or ::1), not {addr}; a team gateway (--gateway-config) may listen beyond it"
+            ),
+            Some(t) if t.tls.is_none() && t.behind_proxy.is_empty() => bail!(
+                "{addr} is not a loopback address: the gateway config must set \"tls\" (a certificate and key) or \"behind_proxy\" (the proxy that terminates TLS)"
+            ),
+            Some(_) => {}
+        }
     }
     note_held(&config);
     runtime()?.block_on(async {
@@ -60,9 +75,37 @@ pub fn run(
         let forward = Forward::new(ask_human(&config, false));
         let session = Arc::new(session_with(&config, &cwd, forward.clone()));
         let search = ToolSearch::new(reserve);
-        let gateway = Gateway::new(session.clone(), search, exposure, forward);
-        let served = match http {
-            Some(addr) => {
+        let (team, tls) = match team {
+            Some(config) => {
+                let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
+                (Some(Arc::new(Team::start(config).await?)), tls)
+            }
+            None => (None, None),
+        };
+        let gateway = match &team {
+            Some(t) => Gateway::for_team(session.clone(), search, exposure, forward, t.clone()),
+            None => Gateway::new(session.clone(), search, exposure, forward),
+        };
+        let served = match (http, team) {
+            (Some(addr), Some(team)) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr}"))?;
+                let resource = team.config.resource.to_string();
+                let how = if tls.is_some() { "https" } else { "http" };
+                eprintln!(
+                    "edgar: serving MCP for a team at {resource} ({how} on {}; {} policies from {})",
+                    listener.local_addr()?,
+                    team.policy.len(),
+                    team.config.policy.display()
+                );
+                let auth = http::Auth::Team(team);
+                // SIGTERM or SIGINT: stop taking connections, let calls in flight finish.
+                http::serve_until(gateway, listener, auth, tls, stop_signal())
+                    .await
+                    .with_context(|| format!("serving MCP at {resource}"))
+            }
+            (Some(addr), None) => {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr}"))?;
@@ -73,7 +116,7 @@ pub fn run(
                     .await
                     .with_context(|| format!("serving MCP at {url}"))
             }
-            None => guarded(&session, gateway.serve(input(), output()))
+            (None, _) => guarded(&session, gateway.serve(input(), output()))
                 .await
                 .context("serving MCP on stdio"),
         };
@@ -81,6 +124,23 @@ pub fn run(
         served?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Resolves at the first SIGTERM or SIGINT (a team gateway then drains); never, when
+/// the signals cannot be watched.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("edgar: stopping: finishing the calls in flight");
 }
 
 /// `EDGAR_SERVE_TOKEN` when set (so a client's config can hold it), else a new secret

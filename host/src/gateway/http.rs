@@ -1,10 +1,13 @@
-//! `edgar mcp serve --http`: the gateway over Streamable HTTP on a loopback port, for
-//! clients that reach MCP servers by URL. Every request carries the bearer secret
-//! printed at start; `Host` and `Origin` must name the loopback address served, so a
-//! web page cannot reach it through DNS rebinding. One JSON-RPC message per POST,
-//! answered with JSON, or with an event stream when notifications (a grown tool list)
-//! come with the answer. No session ids and no standalone GET stream: every client
-//! shares the gateway's found tools, and a dropped connection cancels its call.
+//! `edgar mcp serve --http`: the gateway over Streamable HTTP, for clients that reach
+//! MCP servers by URL. For one person, on a loopback port: every request carries the
+//! bearer secret printed at start, and `Host` and `Origin` must name the loopback
+//! address served, so a web page cannot reach it through DNS rebinding. For a team
+//! (`--gateway-config`): every request carries an access token of the company's
+//! identity provider and runs as its user (`team_routes.rs` serves the well-known
+//! metadata, health and metrics). One JSON-RPC message per POST, answered with JSON, or
+//! with an event stream when notifications (a grown tool list) come with the answer.
+//! No session ids and no standalone GET stream, and a dropped connection cancels its
+//! call.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,8 +24,11 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::Gateway;
+use super::team::{Refusal, Team};
+use super::{Caller, Gateway};
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
+
+mod team_routes;
 
 /// The one path served.
 pub const PATH: &str = "/mcp";
@@ -37,6 +43,21 @@ const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Longest a new connection may stay silent before its first byte: a program that opens
 /// connections and sends nothing holds a slot this long at most.
 const FIRST_BYTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Longest a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Longest calls in flight may run on after a shutdown began (SIGTERM): then they are
+/// cut off.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// How clients prove who they are.
+pub enum Auth {
+    /// One local user: the bearer secret printed at start.
+    Secret(Secret),
+    /// A team: access tokens of its identity provider, checked by `team`.
+    Team(Arc<Team>),
+}
 
 /// The bearer secret every request must carry; never printed by `Debug`.
 pub struct Secret(String);
@@ -90,9 +111,11 @@ impl std::fmt::Debug for Secret {
 
 struct Front {
     gateway: Arc<Gateway>,
-    secret: Secret,
+    auth: Auth,
     /// `host:port` spellings of the address served, for the `Host` and `Origin` checks.
     authorities: Vec<String>,
+    /// The path MCP is served at.
+    path: String,
 }
 
 /// Serves `gateway` on `listener` (bound to a loopback address) until the future is
@@ -103,21 +126,59 @@ pub async fn serve(
     listener: TcpListener,
     secret: Secret,
 ) -> std::io::Result<()> {
+    serve_until(
+        gateway,
+        listener,
+        Auth::Secret(secret),
+        None,
+        std::future::pending(),
+    )
+    .await
+}
+
+/// Serves `gateway` on `listener` (over TLS when `tls` is given) until `shutdown`
+/// resolves: then no new connection is taken, open ones finish the request they carry
+/// (at most [`DRAIN_TIMEOUT`]) and close, and this returns.
+pub async fn serve_until(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    auth: Auth,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
+    let (authorities, path) = match &auth {
+        Auth::Secret(_) => (authorities(addr), PATH.to_owned()),
+        Auth::Team(team) => (
+            vec![team.config.authority()],
+            team_routes::mcp_path(&team.config),
+        ),
+    };
     let front = Arc::new(Front {
         gateway,
-        secret,
-        authorities: authorities(addr),
+        auth,
+        authorities,
+        path,
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // At the cap, stop accepting: new clients wait in the kernel's backlog.
-        let Ok(permit) = open.clone().acquire_owned().await else {
+        let permit = tokio::select! {
+            p = open.clone().acquire_owned() => p,
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = permit else {
             return Ok(());
         };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             // Out of descriptors, or a peer gone before we took it: the listener lives on.
             Err(e) => {
                 tracing::warn!("cannot accept an HTTP connection: {e}");
@@ -127,7 +188,7 @@ pub async fn serve(
         };
         // Finished connections are reaped as new ones come, so the set stays small.
         while connections.try_join_next().is_some() {}
-        let front = front.clone();
+        let (front, tls, stop) = (front.clone(), tls.clone(), stop.clone());
         connections.spawn(async move {
             let _permit = permit;
             let mut first = [0u8; 1];
@@ -136,21 +197,34 @@ pub async fn serve(
                 // Silent, closed or broken before a byte: not a client.
                 _ => return,
             }
-            let service = hyper::service::service_fn(move |req| {
-                let front = front.clone();
-                async move { Ok::<_, std::convert::Infallible>(front.respond(req).await) }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(io, service)
-                .await
-            {
-                tracing::debug!("an HTTP connection ended: {e}");
+            match tls {
+                None => front.connection(stream, peer, stop).await,
+                Some(tls) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => front.connection(stream, peer, stop).await,
+                        Ok(Err(e)) => tracing::debug!("a TLS handshake from {peer} failed: {e}"),
+                        Err(_) => tracing::debug!("a TLS handshake from {peer} timed out"),
+                    }
+                }
             }
         });
     }
+    // Shutting down: say so to every connection, let them finish, then cut the rest.
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            "{} connections were still busy after {} s; ending them",
+            connections.len(),
+            DRAIN_TIMEOUT.as_secs()
+        );
+    }
+    connections.shutdown().await;
+    Ok(())
 }
 
 fn authorities(addr: SocketAddr) -> Vec<String> {
@@ -163,9 +237,51 @@ fn authorities(addr: SocketAddr) -> Vec<String> {
 }
 
 impl Front {
-    async fn respond(&self, req: Request<Body>) -> Reply {
-        if req.uri().path() != PATH {
-            return status(StatusCode::NOT_FOUND, "edgar serves MCP at /mcp");
+    /// Serves one connection until it closes, or, after `stop`, until the request it
+    /// carries is answered.
+    async fn connection<I>(
+        self: Arc<Self>,
+        io: I,
+        peer: SocketAddr,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |req| {
+            let front = self.clone();
+            async move { Ok::<_, std::convert::Infallible>(front.respond(req, peer).await) }
+        });
+        let io = hyper_util::rt::TokioIo::new(io);
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(io, service);
+        let mut conn = std::pin::pin!(conn);
+        let stopped = async {
+            // A dropped sender also means stop.
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let ended = tokio::select! {
+            ended = conn.as_mut() => ended,
+            () = stopped => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!("an HTTP connection ended: {e}");
+        }
+    }
+
+    async fn respond(&self, req: Request<Body>, peer: SocketAddr) -> Reply {
+        if let Auth::Team(team) = &self.auth
+            && let Some(reply) = team_routes::respond(team, &req, peer, &self.gateway).await
+        {
+            return reply;
+        }
+        if req.uri().path() != self.path {
+            let text = format!("edgar serves MCP at {}", self.path);
+            return status(StatusCode::NOT_FOUND, &text);
         }
         let headers = req.headers();
         // One of each: with two, a proxy and this check could each read another one.
@@ -181,15 +297,24 @@ impl Front {
                 );
             }
         }
+        // A trusted proxy in front routes by name itself, and may name us differently.
+        let proxied = match &self.auth {
+            Auth::Team(team) => team.config.behind_proxy.contains(&peer.ip()),
+            Auth::Secret(_) => false,
+        };
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-        if !host.is_some_and(|h| self.authorities.iter().any(|a| a == h)) {
+        if !proxied && !host.is_some_and(|h| self.authorities.iter().any(|a| a == h)) {
             return refused(StatusCode::FORBIDDEN, "the Host header is not this server");
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
+            let scheme = match &self.auth {
+                Auth::Team(team) => format!("{}://", team.config.resource.scheme()),
+                Auth::Secret(_) => "http://".to_owned(),
+            };
             let allowed = origin
                 .to_str()
                 .ok()
-                .and_then(|o| o.strip_prefix("http://"))
+                .and_then(|o| o.strip_prefix(scheme.as_str()))
                 .is_some_and(|o| self.authorities.iter().any(|a| a == o));
             if !allowed {
                 return refused(
@@ -198,12 +323,26 @@ impl Front {
                 );
             }
         }
-        if !self.secret.admits(headers) {
-            let mut r = refused(StatusCode::UNAUTHORIZED, "a bearer token is required");
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
+        let caller = match &self.auth {
+            Auth::Secret(secret) => {
+                if !secret.admits(headers) {
+                    let mut r = refused(StatusCode::UNAUTHORIZED, "a bearer token is required");
+                    r.headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    return r;
+                }
+                Caller::Local
+            }
+            Auth::Team(team) => {
+                let authorization = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok());
+                match team.verifier.check(authorization).await {
+                    Ok(principal) => Caller::User(Arc::new(principal)),
+                    Err(refusal) => return challenge(team, &refusal, peer),
+                }
+            }
+        };
         if req.method() != Method::POST {
             let mut r = status(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -251,7 +390,9 @@ impl Front {
                 );
                 with_body(StatusCode::OK, "application/json", reply)
             }
-            Incoming::Request { id, method, params } => self.answer(id, method, params).await,
+            Incoming::Request { id, method, params } => {
+                self.answer(caller, id, method, params).await
+            }
             Incoming::Refused { id, reason } => {
                 let reply = protocol::error_response(&id, -32600, &reason);
                 with_body(StatusCode::OK, "application/json", reply)
@@ -269,10 +410,11 @@ impl Front {
     /// event stream that carries each notification as it happens (a call's progress, a
     /// grown tool list) and ends with the answer. A client that goes away drops the
     /// stream, and with it the call.
-    async fn answer(&self, id: Value, method: String, params: Value) -> Reply {
+    async fn answer(&self, caller: Caller, id: Value, method: String, params: Value) -> Reply {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
         let gateway = self.gateway.clone();
-        let mut answer = Box::pin(async move { gateway.answer(&id, &method, params, &tx).await });
+        let mut answer =
+            Box::pin(async move { gateway.answer(&caller, &id, &method, params, &tx).await });
         let first = tokio::select! {
             reply = &mut answer => {
                 let mut notes = Vec::new();
@@ -349,6 +491,43 @@ impl hyper::body::Body for Streamed {
             .poll_recv(cx)
             .map(|chunk| chunk.map(|c| Ok(hyper::body::Frame::data(c))))
     }
+}
+
+/// A team client's token refused: 401 (or 403 for a missing scope, 503 when the
+/// identity provider's keys cannot be had) with the challenge that tells the client
+/// where to sign in. The reason is logged, never the token.
+fn challenge(team: &Team, refusal: &Refusal, peer: SocketAddr) -> Reply {
+    let (code, reason, text) = match refusal {
+        Refusal::Missing => (
+            StatusCode::UNAUTHORIZED,
+            "missing_token",
+            "a bearer token is required",
+        ),
+        Refusal::Invalid(_) => (
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+            "the bearer token is not valid here",
+        ),
+        Refusal::Scope(_) => (
+            StatusCode::FORBIDDEN,
+            "insufficient_scope",
+            "the token lacks a required scope",
+        ),
+        Refusal::Unavailable(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "keys_unavailable",
+            "the identity provider's keys cannot be fetched; retry later",
+        ),
+    };
+    team.metrics.refusal(reason);
+    if let Refusal::Invalid(why) | Refusal::Unavailable(why) = refusal {
+        tracing::info!("refused a request from {peer}: {}", crate::text::shown(why));
+    }
+    let mut r = refused(code, text);
+    if let Ok(v) = HeaderValue::from_str(&team.challenge(refusal)) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
 }
 
 fn with_body(code: StatusCode, content_type: &'static str, body: Vec<u8>) -> Reply {

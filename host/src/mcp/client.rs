@@ -324,7 +324,9 @@ impl SessionInner {
         }
     }
 
-    fn audit(&self, event: &str, fields: Value) {
+    /// Writes an event to the session's audit trail, when it keeps one (the gateway
+    /// writes its own decisions there too).
+    pub fn audit(&self, event: &str, fields: Value) {
         if let Some(a) = &self.opts.audit {
             a.note(event, fields);
         }

@@ -7,7 +7,7 @@
 //! While no server runs, the index of the cached catalog is loaded from its file
 //! ([`search::store`]) instead of rebuilt; a complete catalog's index is written there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -101,7 +101,9 @@ pub struct ToolSearch {
 #[derive(Default)]
 struct State {
     index: Option<(u64, Arc<SearchIndex>, Vec<String>)>,
-    found: BTreeMap<String, SanitizedTool>,
+    /// What each user's searches found, by user ("" for the one local user); the index
+    /// is shared.
+    found: HashMap<String, BTreeMap<String, SanitizedTool>>,
 }
 
 impl ToolSearch {
@@ -134,7 +136,12 @@ impl ToolSearch {
     /// why. Calls are still validated with the accepted schema.
     pub async fn lower(&self, session: &Session, reply: &mut SearchReply, provider: Provider) {
         for r in &mut reply.tools {
-            let Some(tool) = self.lock().found.get(&r.name).cloned() else {
+            let found = self
+                .lock()
+                .found
+                .get("")
+                .and_then(|f| f.get(&r.name).cloned());
+            let Some(tool) = found else {
                 continue;
             };
             let lowering = match session.lower(&tool, provider).await {
@@ -160,7 +167,16 @@ impl ToolSearch {
 
     /// Tools found in this session, callable by name, with their schemas.
     pub fn found(&self) -> Vec<SanitizedTool> {
-        self.lock().found.values().cloned().collect()
+        self.found_by("")
+    }
+
+    /// Tools `user`'s searches found.
+    pub fn found_by(&self, user: &str) -> Vec<SanitizedTool> {
+        self.lock()
+            .found
+            .get(user)
+            .map(|f| f.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -240,6 +256,18 @@ impl ToolSearch {
 
     /// Runs one search.
     pub async fn search(&self, session: &Session, query: &str) -> SearchReply {
+        self.search_for(session, query, "", &|_| true).await
+    }
+
+    /// Runs one search for `user`, among the tools `allowed` admits (what a policy lets
+    /// them see); what it returns joins that user's found tools only.
+    pub async fn search_for(
+        &self,
+        session: &Session,
+        query: &str,
+        user: &str,
+        allowed: &(dyn Fn(&SanitizedTool) -> bool + Sync),
+    ) -> SearchReply {
         let (index, unavailable) = self.index(session).await;
         let query_shown = crate::text::shown(query);
         let query_vector = match semantic::encoder() {
@@ -257,7 +285,23 @@ impl ToolSearch {
             }
             _ => None,
         };
-        let ranked = index.rank_with(query, query_vector.as_deref(), MAX_MATCHES);
+        let admitted = |limit: usize| -> (Vec<(usize, f32)>, bool) {
+            let ranked = index.rank_with(query, query_vector.as_deref(), limit);
+            let all = ranked.len();
+            let kept: Vec<(usize, f32)> = ranked
+                .into_iter()
+                .filter(|&(i, _)| index.tool(i).is_some_and(allowed))
+                .collect();
+            let hidden = kept.len() < all;
+            (kept, hidden)
+        };
+        // A policy that hides some of the best matches: rank the whole catalog instead,
+        // so the user still gets the best of what they may see.
+        let mut ranked = match admitted(MAX_MATCHES) {
+            (_, true) => admitted(index.len()).0,
+            (kept, false) => kept,
+        };
+        ranked.truncate(MAX_MATCHES);
         let mut tools = Vec::new();
         let mut not_fitted = Vec::new();
         let mut used = 0usize;
@@ -281,11 +325,12 @@ impl ToolSearch {
         }
         {
             let mut state = self.lock();
+            let found = state.found.entry(user.to_owned()).or_default();
             for &(i, _) in &ranked {
                 if let Some(t) = index.tool(i)
                     && tools.iter().any(|r| r.name == t.name())
                 {
-                    state.found.insert(t.name().to_owned(), t.clone());
+                    found.insert(t.name().to_owned(), t.clone());
                 }
             }
         }

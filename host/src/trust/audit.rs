@@ -22,6 +22,12 @@ use serde_json::{Map, Value, json};
 use super::TrustError;
 use crate::digest::sha256_hex;
 
+tokio::task_local! {
+    /// The user a team gateway's request runs as: every line written while it runs
+    /// (in that task) names them as `user`.
+    pub static ACTOR: String;
+}
+
 /// The audit chain's key: 32 random bytes. Never shown.
 #[derive(Clone)]
 pub struct AuditKey([u8; 32]);
@@ -185,6 +191,9 @@ impl AuditLog {
         line.insert("seq".into(), json!(seq));
         line.insert("time".into(), json!(now_millis()));
         line.insert("event".into(), json!(event));
+        if let Ok(user) = ACTOR.try_with(String::clone) {
+            line.insert("user".into(), json!(user));
+        }
         if let Value::Object(f) = fields {
             for (k, v) in f {
                 line.entry(k).or_insert(v);

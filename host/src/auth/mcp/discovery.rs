@@ -56,7 +56,7 @@ pub fn check_url(url: &Url, what: &str) -> Result<(), AuthError> {
 }
 
 /// A GET of JSON metadata: `Ok(None)` on a 4xx (try the next URL), an error on 5xx.
-async fn get_json(http: &reqwest::Client, url: &Url) -> Result<Option<Value>, AuthError> {
+pub async fn get_json(http: &reqwest::Client, url: &Url) -> Result<Option<Value>, AuthError> {
     check_url(url, "metadata at")?;
     let mut response = http
         .get(url.clone())
@@ -223,6 +223,19 @@ pub async fn server_metadata(
     issuer: &Url,
     strict: bool,
 ) -> Result<Option<ServerMetadata>, AuthError> {
+    match metadata_document(http, issuer, strict).await? {
+        Some((doc, named)) => parse_server_metadata(&doc, named).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The issuer's metadata document as served, with the issuer it names, from the first
+/// well-known URL that has one (a team gateway reads `jwks_uri` from it).
+pub async fn metadata_document(
+    http: &reqwest::Client,
+    issuer: &Url,
+    strict: bool,
+) -> Result<Option<(Value, Option<String>)>, AuthError> {
     let has_path = !issuer.path().trim_end_matches('/').is_empty();
     let mut urls = vec![well_known(issuer, "oauth-authorization-server", true)];
     urls.push(well_known(issuer, "openid-configuration", true));
@@ -251,7 +264,7 @@ pub async fn server_metadata(
             }
             tracing::warn!("{msg}; accepted for a 2025-03-26 server");
         }
-        return parse_server_metadata(&doc, named).map(Some);
+        return Ok(Some((doc, named)));
     }
     Ok(None)
 }

@@ -1,0 +1,74 @@
+//! What a team gateway serves besides MCP: its protected resource metadata (RFC 9728,
+//! at the well-known path with and without the resource's path), `/healthz` (the
+//! process answers), `/readyz` (the issuer's keys are in hand) and `/metrics` (from
+//! loopback or the addresses the config lists only: tool names are the team's business).
+
+use std::net::SocketAddr;
+
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, StatusCode};
+
+use super::{Body, Reply, status, with_body};
+use crate::gateway::Gateway;
+use crate::gateway::team::config::TeamConfig;
+use crate::gateway::team::{Team, metrics};
+
+const METADATA: &str = "/.well-known/oauth-protected-resource";
+
+/// The path MCP is served at: the resource URL's.
+pub fn mcp_path(config: &TeamConfig) -> String {
+    match config.resource.path() {
+        "" => "/".into(),
+        p => p.to_owned(),
+    }
+}
+
+/// The answer when `req` is for one of these paths.
+pub async fn respond(
+    team: &Team,
+    req: &Request<Body>,
+    peer: SocketAddr,
+    gateway: &Gateway,
+) -> Option<Reply> {
+    let path = req.uri().path();
+    let suffixed = format!("{METADATA}{}", mcp_path(&team.config).trim_end_matches('/'));
+    let reply = match path {
+        _ if path == METADATA || path == suffixed => {
+            if req.method() != Method::GET {
+                return Some(status(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
+            }
+            let body = team.resource_metadata().to_string().into_bytes();
+            let mut r = with_body(StatusCode::OK, "application/json", body);
+            // Browser-based clients read it from another origin; it holds nothing secret.
+            r.headers_mut().insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            r
+        }
+        "/healthz" => status(StatusCode::OK, "ok"),
+        "/readyz" => {
+            if team.verifier.ready().await {
+                status(StatusCode::OK, "ready")
+            } else {
+                status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not ready: the identity provider's keys are not in hand",
+                )
+            }
+        }
+        "/metrics" => {
+            let ip = peer.ip();
+            if !ip.is_loopback() && !team.config.metrics_from.contains(&ip) {
+                return Some(status(
+                    StatusCode::FORBIDDEN,
+                    "metrics are served to loopback and the config's metrics_from only",
+                ));
+            }
+            let text = team.metrics.render(&gateway.session.status());
+            with_body(StatusCode::OK, metrics::CONTENT_TYPE, text.into_bytes())
+        }
+        _ => return None,
+    };
+    Some(reply)
+}

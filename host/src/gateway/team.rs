@@ -1,0 +1,122 @@
+//! The team gateway: `serve --http --gateway-config FILE` as an OAuth protected resource
+//! (RFC 9728) in front of a whole team. Every request carries an access token of the
+//! company's identity provider, checked here ([`token`]); it runs as that user, sees and
+//! calls what the Cedar policy permits ([`policy`]), within the rate limits ([`limits`]),
+//! counted in `/metrics` ([`metrics`]) and written to the audit trail under the user's
+//! name. This module knows nothing of HTTP framing (`gateway/http.rs` does) and nothing
+//! of MCP (the gateway does).
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+pub mod config;
+pub mod limits;
+pub mod metrics;
+pub mod policy;
+pub mod tls;
+pub mod token;
+
+pub use config::TeamConfig;
+pub use token::{Principal, Refusal};
+
+use limits::Limits;
+use metrics::Metrics;
+use policy::Policy;
+use token::Verifier;
+
+/// What can keep a team gateway from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum TeamError {
+    #[error("the gateway config {}: {reason}", path.display())]
+    Config { path: PathBuf, reason: String },
+    #[error("the policy file {}: {reason}", path.display())]
+    Policy { path: PathBuf, reason: String },
+    #[error("the identity provider's keys: {0}")]
+    Keys(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// Everything the team gateway decides with, shared by every request.
+pub struct Team {
+    pub config: TeamConfig,
+    pub verifier: Verifier,
+    pub policy: Policy,
+    pub limits: Limits,
+    pub metrics: Metrics,
+}
+
+impl Team {
+    /// Loads the policy and fetches the issuer's keys: a gateway that cannot do either
+    /// does not start (and says which, and where).
+    pub async fn start(config: TeamConfig) -> Result<Team, TeamError> {
+        let policy = Policy::load(&config.policy)?;
+        let verifier = Verifier::new(&config);
+        let keys = verifier.load().await?;
+        tracing::info!(
+            keys,
+            policies = policy.len(),
+            "team gateway: the issuer's keys and the policy are loaded"
+        );
+        Ok(Team {
+            limits: Limits::new(&config.rate_limits),
+            metrics: Metrics::default(),
+            verifier,
+            policy,
+            config,
+        })
+    }
+
+    /// The protected resource metadata document (RFC 9728 §2).
+    pub fn resource_metadata(&self) -> Value {
+        let mut doc = json!({
+            "resource": self.config.resource.as_str(),
+            "authorization_servers": self.config.authorization_servers,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "edgar MCP gateway",
+        });
+        if !self.config.scopes_supported.is_empty() {
+            doc["scopes_supported"] = json!(self.config.scopes_supported);
+        }
+        doc
+    }
+
+    /// The `WWW-Authenticate` value for a refusal (RFC 6750 §3, RFC 9728 §5.1).
+    pub fn challenge(&self, refusal: &Refusal) -> String {
+        let metadata = self.config.metadata_url();
+        let mut value = format!("Bearer resource_metadata=\"{metadata}\"");
+        let scope = |scopes: &[String]| scopes.join(" ").replace(['"', '\\'], "");
+        match refusal {
+            Refusal::Missing | Refusal::Unavailable(_) => {}
+            Refusal::Invalid(why) => {
+                let why = why.replace(['"', '\\'], "'");
+                value.push_str(&format!(
+                    ", error=\"invalid_token\", error_description=\"{why}\""
+                ));
+            }
+            Refusal::Scope(missing) => {
+                value.push_str(&format!(
+                    ", error=\"insufficient_scope\", scope=\"{}\"",
+                    scope(missing)
+                ));
+            }
+        }
+        if matches!(refusal, Refusal::Missing) && !self.config.scopes_supported.is_empty() {
+            value.push_str(&format!(
+                ", scope=\"{}\"",
+                scope(&self.config.scopes_supported)
+            ));
+        }
+        value
+    }
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("resource", &self.config.resource.as_str())
+            .field("issuer", &self.config.issuer)
+            .finish_non_exhaustive()
+    }
+}

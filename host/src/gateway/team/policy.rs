@@ -1,0 +1,271 @@
+//! Who may see and call what, in Cedar: the administrator's policy file, checked at
+//! start against [`SCHEMA`] (strict validation, so a misspelt attribute or action is an
+//! error with its line, not a rule that never matches), and asked per user and tool.
+//! Nothing is permitted unless a `permit` says so and no `forbid` applies.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+
+use cedar_policy::{
+    Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
+    EntityUid, PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
+};
+use miette::Diagnostic;
+
+use super::TeamError;
+use super::token::Principal;
+use crate::guard::SanitizedTool;
+
+/// The entities and actions a policy speaks of. A tool's hints carry the MCP defaults
+/// when the server gave none (not read-only, destructive, not idempotent, open world):
+/// a policy that trusts `readOnlyHint` trusts what a server claims, which the guard has
+/// checked only for shape.
+pub const SCHEMA: &str = r#"
+entity User = { groups: Set<String>, scopes: Set<String> };
+entity Server;
+entity Tool in [Server] = {
+  server: String,
+  tool: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
+action list_tools, call_tool appliesTo { principal: [User], resource: [Tool] };
+"#;
+
+/// What a policy decides about one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Seeing the tool in `tools/list` and `tool_search`.
+    ListTools,
+    /// Calling it.
+    CallTool,
+}
+
+impl Action {
+    fn id(self) -> &'static str {
+        match self {
+            Action::ListTools => "list_tools",
+            Action::CallTool => "call_tool",
+        }
+    }
+}
+
+/// Allowed, or denied by the named policies (none named: nothing permitted it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny(Vec<String>),
+}
+
+impl Decision {
+    pub fn allowed(&self) -> bool {
+        *self == Decision::Allow
+    }
+
+    /// The denial in words: which policy, or that none permits it.
+    pub fn reason(&self) -> String {
+        match self {
+            Decision::Allow => "allowed".into(),
+            Decision::Deny(by) if by.is_empty() => {
+                "no policy permits it (the gateway denies by default)".into()
+            }
+            Decision::Deny(by) => format!("forbidden by policy {}", by.join(", ")),
+        }
+    }
+}
+
+/// The loaded policy file.
+pub struct Policy {
+    set: PolicySet,
+    authorizer: Authorizer,
+    user_type: EntityTypeName,
+    tool_type: EntityTypeName,
+    server_type: EntityTypeName,
+    actions: [EntityUid; 2],
+}
+
+impl Policy {
+    /// Reads `path`, parses and validates it; an error names the line and column.
+    pub fn load(path: &Path) -> Result<Policy, TeamError> {
+        let text = crate::paths::read_capped(path, 1 << 20)
+            .map_err(|e| bad(path, e.to_string()))?
+            .ok_or_else(|| bad(path, "no such file".into()))?;
+        let text = String::from_utf8(text).map_err(|_| bad(path, "not UTF-8".into()))?;
+        Policy::parse(&text).map_err(|reason| bad(path, reason))
+    }
+
+    /// Parses and validates policy text (errors as `line:column: message`).
+    pub fn parse(text: &str) -> Result<Policy, String> {
+        let set = PolicySet::from_str(text).map_err(|e| located(text, &e))?;
+        let (schema, _) = Schema::from_cedarschema_str(SCHEMA)
+            .map_err(|e| format!("edgar's own Cedar schema does not parse: {e}"))?;
+        let result = Validator::new(schema).validate(&set, ValidationMode::Strict);
+        if let Some(e) = result.validation_errors().next() {
+            return Err(located(text, e));
+        }
+        let name =
+            |n: &str| EntityTypeName::from_str(n).map_err(|e| format!("entity type {n}: {e}"));
+        let action_type = name("Action")?;
+        let action =
+            |id: &str| EntityUid::from_type_name_and_id(action_type.clone(), EntityId::new(id));
+        Ok(Policy {
+            set,
+            authorizer: Authorizer::new(),
+            user_type: name("User")?,
+            tool_type: name("Tool")?,
+            server_type: name("Server")?,
+            actions: [action("list_tools"), action("call_tool")],
+        })
+    }
+
+    /// How many policies the file holds (said at start).
+    pub fn len(&self) -> usize {
+        self.set.policies().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `who` may do `action` on `tool`.
+    pub fn decide(&self, who: &Principal, action: Action, tool: &SanitizedTool) -> Decision {
+        match self.ask(who, action, tool) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!("the policy could not be evaluated: {e}; denied");
+                Decision::Deny(Vec::new())
+            }
+        }
+    }
+
+    fn ask(
+        &self,
+        who: &Principal,
+        action: Action,
+        tool: &SanitizedTool,
+    ) -> Result<Decision, String> {
+        let user =
+            EntityUid::from_type_name_and_id(self.user_type.clone(), EntityId::new(&who.sub));
+        let server = EntityUid::from_type_name_and_id(
+            self.server_type.clone(),
+            EntityId::new(tool.server()),
+        );
+        let resource = EntityUid::from_type_name_and_id(
+            self.tool_type.clone(),
+            EntityId::new(format!("{}__{}", tool.server(), tool.tool())),
+        );
+        let set = |v: &[String]| {
+            RestrictedExpression::new_set(v.iter().cloned().map(RestrictedExpression::new_string))
+        };
+        let user_entity = Entity::new(
+            user.clone(),
+            HashMap::from([
+                ("groups".to_owned(), set(&who.groups)),
+                ("scopes".to_owned(), set(&who.scopes)),
+            ]),
+            HashSet::new(),
+        )
+        .map_err(|e| e.to_string())?;
+        let h = tool.hints();
+        let flag =
+            |v: Option<bool>, default: bool| RestrictedExpression::new_bool(v.unwrap_or(default));
+        let tool_entity = Entity::new(
+            resource.clone(),
+            HashMap::from([
+                (
+                    "server".to_owned(),
+                    RestrictedExpression::new_string(tool.server().into()),
+                ),
+                (
+                    "tool".to_owned(),
+                    RestrictedExpression::new_string(tool.tool().into()),
+                ),
+                ("readOnlyHint".to_owned(), flag(h.read_only, false)),
+                ("destructiveHint".to_owned(), flag(h.destructive, true)),
+                ("idempotentHint".to_owned(), flag(h.idempotent, false)),
+                ("openWorldHint".to_owned(), flag(h.open_world, true)),
+            ]),
+            HashSet::from([server.clone()]),
+        )
+        .map_err(|e| e.to_string())?;
+        let entities = Entities::from_entities(
+            [
+                user_entity,
+                tool_entity,
+                Entity::new_no_attrs(server, HashSet::new()),
+            ],
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        let action = match action {
+            Action::ListTools => self.actions[0].clone(),
+            Action::CallTool => self.actions[1].clone(),
+        };
+        let request = Request::new(user, action, resource, Context::empty(), None)
+            .map_err(|e| e.to_string())?;
+        let response = self
+            .authorizer
+            .is_authorized(&request, &self.set, &entities);
+        if let Some(e) = response.diagnostics().errors().next() {
+            tracing::warn!("a policy failed to evaluate (it is skipped): {e}");
+        }
+        if response.decision() == CedarDecision::Allow {
+            return Ok(Decision::Allow);
+        }
+        // Denied: the forbids that applied, by their `@id` when they have one.
+        let by = response
+            .diagnostics()
+            .reason()
+            .map(|id| {
+                self.set
+                    .annotation(id, "id")
+                    .map_or_else(|| id.to_string(), |a| format!("\"{a}\" ({id})"))
+            })
+            .collect();
+        Ok(Decision::Deny(by))
+    }
+}
+
+impl Action {
+    /// The Cedar action's name, for audit lines.
+    pub fn name(self) -> &'static str {
+        self.id()
+    }
+}
+
+fn bad(path: &Path, reason: String) -> TeamError {
+    TeamError::Policy {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+/// A Cedar diagnostic as `line:column: message (help)`, from its first label.
+fn located(text: &str, e: &(impl Diagnostic + std::fmt::Display)) -> String {
+    let offset = e.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+    let mut message = e.to_string();
+    if let Some(help) = e.help() {
+        message = format!("{message} ({help})");
+    }
+    // A parse error's own text says little; its related errors say what was wrong.
+    if let Some(related) = e.related()
+        && let Some(first) = related.into_iter().next()
+    {
+        message = format!("{message}: {first}");
+    }
+    match offset {
+        Some(at) => {
+            let before = text.get(..at).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("{line}:{column}: {message}")
+        }
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests;

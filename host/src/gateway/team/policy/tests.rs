@@ -1,0 +1,120 @@
+use serde_json::json;
+
+use super::*;
+use crate::guard::{CachedTool, Hints};
+
+fn tool(server: &str, name: &str, read_only: Option<bool>) -> SanitizedTool {
+    SanitizedTool::from_cache(CachedTool {
+        server: server.into(),
+        tool: name.into(),
+        name: format!("{server}__{name}"),
+        description: String::new(),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        hints: Hints {
+            read_only,
+            ..Hints::default()
+        },
+        dropped: Vec::new(),
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn user(sub: &str, groups: &[&str]) -> Principal {
+    Principal {
+        sub: sub.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        scopes: vec!["mcp".into()],
+    }
+}
+
+const TEAM: &str = r#"
+// Engineers see and call everything of github; readers only its read-only tools.
+permit(principal, action, resource in Server::"github")
+  when { principal.groups.contains("eng") };
+@id("readers-read-only")
+permit(principal, action in [Action::"list_tools", Action::"call_tool"], resource in Server::"github")
+  when { principal.groups.contains("readers") && resource.readOnlyHint };
+@id("no-deletes")
+forbid(principal, action == Action::"call_tool", resource == Tool::"github__delete_repo")
+  unless { principal.groups.contains("admins") };
+"#;
+
+#[test]
+fn each_user_gets_what_the_policy_says_and_nothing_by_default() {
+    let p = Policy::parse(TEAM).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.len(), 3);
+    let (eng, reader, nobody) = (
+        user("ada", &["eng"]),
+        user("bob", &["readers"]),
+        user("eve", &[]),
+    );
+    let admin = user("root", &["eng", "admins"]);
+    let (search, create, delete) = (
+        tool("github", "search", Some(true)),
+        tool("github", "create_issue", None),
+        tool("github", "delete_repo", Some(false)),
+    );
+    let other = tool("slack", "post", Some(true));
+    for (who, t, action, allowed) in [
+        (&eng, &create, Action::CallTool, true),
+        (&eng, &delete, Action::ListTools, true),
+        (&eng, &delete, Action::CallTool, false),
+        (&admin, &delete, Action::CallTool, true),
+        (&reader, &search, Action::CallTool, true),
+        (&reader, &create, Action::ListTools, false),
+        (&nobody, &search, Action::ListTools, false),
+        (&eng, &other, Action::ListTools, false),
+    ] {
+        assert_eq!(
+            p.decide(who, action, t).allowed(),
+            allowed,
+            "{} {action:?} {}",
+            who.sub,
+            t.name()
+        );
+    }
+    let d = p.decide(&eng, Action::CallTool, &delete);
+    assert_eq!(d.reason(), "forbidden by policy \"no-deletes\" (policy2)");
+    let d = p.decide(&nobody, Action::CallTool, &search);
+    assert!(d.reason().contains("denies by default"), "{}", d.reason());
+    // Absent hints take MCP's defaults: a tool that says nothing is not read-only.
+    assert!(!p.decide(&reader, Action::CallTool, &create).allowed());
+}
+
+#[test]
+fn a_bad_policy_file_says_where() {
+    for (text, line, says) in [
+        (
+            "permit(principal, action, resource)\n  when { principal.grups.contains(\"x\") };",
+            "2:",
+            "grups",
+        ),
+        (
+            "permit(principal, action == Action::\"delete_tools\", resource);",
+            "1:",
+            "delete_tools",
+        ),
+        ("\n\npermit(principal action, resource);", "3:", ""),
+        (
+            "permit(principal, action, resource) when { resource.readOnlyHint == \"yes\" };",
+            "1:",
+            "",
+        ),
+    ] {
+        let e = Policy::parse(text).err().unwrap_or_default();
+        assert!(e.starts_with(line), "{text}: {e}");
+        assert!(e.contains(says), "{text}: {e}");
+    }
+}
+
+#[test]
+fn an_empty_file_permits_nothing() {
+    let p = Policy::parse("").unwrap_or_else(|e| panic!("{e}"));
+    assert!(p.is_empty());
+    let t = tool("github", "search", Some(true));
+    assert!(
+        !p.decide(&user("ada", &["eng"]), Action::ListTools, &t)
+            .allowed()
+    );
+}

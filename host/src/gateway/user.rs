@@ -1,0 +1,120 @@
+//! A team gateway's request as its user: what the policy lets them see, and a call
+//! checked against the policy and the rate limits before it runs, counted and audited
+//! under their name.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::team::Team;
+use super::team::metrics::Outcome;
+use super::team::policy::{Action, Decision};
+use super::{Caller, Exposure, Gateway, Reply, text_result};
+use crate::guard::SanitizedTool;
+use crate::mcp::connection::ProgressSink;
+
+/// The JSON-RPC error code of a call refused by a rate limit (implementation-defined
+/// server error range).
+pub const RATE_LIMITED: i64 = -32029;
+
+impl Gateway {
+    /// What the policy decides for `caller` (the local user: everything).
+    pub(super) fn permits(
+        &self,
+        caller: &Caller,
+        action: Action,
+        tool: &SanitizedTool,
+    ) -> Decision {
+        match (&self.team, caller) {
+            (Some(team), Caller::User(p)) => team.policy.decide(p, action, tool),
+            _ => Decision::Allow,
+        }
+    }
+
+    /// A team user's call: the tool found (by this user's searches, or in the catalog
+    /// when every tool is served), permitted by the policy, within the limits; then run,
+    /// timed and counted. A denial is a tool error that names the policy, and an audit
+    /// line; a limit is a JSON-RPC error that says when to retry.
+    pub(super) async fn call_as_user(
+        &self,
+        team: &Arc<Team>,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        let Some(tool) = self.resolve(caller, name).await else {
+            return Ok(text_result(
+                &format!(
+                    "no tool named {} has been found in this session: call tool_search first, then call one of the tools it returns",
+                    crate::text::shown(name)
+                ),
+                true,
+            ));
+        };
+        let (server, tool_name) = (tool.server(), tool.tool());
+        let decision = self.permits(caller, Action::CallTool, &tool);
+        if !decision.allowed() {
+            let reason = decision.reason();
+            self.session.audit(
+                "denied",
+                json!({"server": server, "tool": tool_name, "name": tool.name(),
+                       "action": Action::CallTool.name(), "why": reason}),
+            );
+            team.metrics
+                .call(server, tool_name, Outcome::Denied, Default::default());
+            return Ok(text_result(
+                &format!(
+                    "edgar's policy does not let you call {}: {reason}",
+                    tool.name()
+                ),
+                true,
+            ));
+        }
+        if let Err(limited) = team.limits.take(caller.key(), tool.name()) {
+            team.metrics
+                .call(server, tool_name, Outcome::Limited, Default::default());
+            let secs = limited.retry_after.as_secs_f64().max(0.001);
+            return Err((
+                RATE_LIMITED,
+                format!(
+                    "rate limit reached ({}): retry after {secs:.3} s",
+                    limited.which
+                ),
+            ));
+        }
+        let started = std::time::Instant::now();
+        let result = self.run_call(tool.name(), args, progress).await;
+        let outcome = if result["isError"] == true {
+            Outcome::ToolError
+        } else {
+            Outcome::Ok
+        };
+        team.metrics
+            .call(server, tool_name, outcome, started.elapsed());
+        Ok(result)
+    }
+
+    /// The tool `name` means for `caller`: one their searches found, or with every
+    /// tool served, one of the catalog (`SERVER/TOOL` names one server's own tool).
+    async fn resolve(&self, caller: &Caller, name: &str) -> Option<SanitizedTool> {
+        if !self.expose_all {
+            return self
+                .search
+                .found_by(caller.key())
+                .into_iter()
+                .find(|t| t.name() == name);
+        }
+        let catalog = self.session.catalog().await.tools;
+        if let Exposure::Transparent(server) = &self.exposure
+            && let Some(own) = name
+                .strip_prefix(server.as_str())
+                .and_then(|n| n.strip_prefix('/'))
+        {
+            return catalog
+                .into_iter()
+                .find(|t| t.server() == server && t.tool() == own);
+        }
+        catalog.into_iter().find(|t| t.name() == name)
+    }
+}
