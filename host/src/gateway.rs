@@ -346,7 +346,7 @@ impl Gateway {
         match method {
             "server/discover" if stateless => Ok(json!({
                 "supportedVersions": supported(),
-                "capabilities": capabilities(&self.exposure),
+                "capabilities": capabilities(&self.exposure, self.team.is_some()),
                 "instructions": self.instructions(),
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 // The list grows with each search: never reuse it.
@@ -364,7 +364,7 @@ impl Gateway {
                     .unwrap_or(&PROTOCOL[0]);
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": capabilities(&self.exposure),
+                    "capabilities": capabilities(&self.exposure, self.team.is_some()),
                     "serverInfo": server_info(),
                     "instructions": self.instructions(),
                 }))
@@ -391,6 +391,23 @@ impl Gateway {
             }
             // Every server's prompts and resources, with `--expose all` only: listing them
             // starts every server, which the search-first mode never does.
+            // The team policy speaks of tools only: a team's clients get nothing else yet.
+            "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "completion/complete"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+                if self.team.is_some() =>
+            {
+                Err((
+                    METHOD_NOT_FOUND,
+                    format!("a team gateway serves tools only; {method} is not served"),
+                ))
+            }
             "prompts/list" if self.expose_all => self.prompts_list().await,
             "prompts/get" if self.expose_all => self.prompts_get(params).await,
             "resources/list" if self.expose_all => self.resources_list().await,
@@ -616,8 +633,12 @@ fn text_result(text: &str, is_error: bool) -> Value {
 }
 
 /// What the gateway serves: tools, with `--expose all` prompts and resources too, and
-/// for one server transparently also subscriptions, logging and completion.
-fn capabilities(exposure: &Exposure) -> Value {
+/// for one server transparently also subscriptions, logging and completion; to a team,
+/// tools only (its policy covers nothing else yet).
+fn capabilities(exposure: &Exposure, team: bool) -> Value {
+    if team {
+        return json!({"tools": {"listChanged": true}});
+    }
     match exposure {
         Exposure::Search => json!({"tools": {"listChanged": true}}),
         Exposure::All => json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}}),

@@ -735,6 +735,12 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
     let m = team.call(&ada, 5, "f__add", json!({"a": 40, "b": 2}));
     assert_eq!(text(&m), "42", "the server did not die: {m}");
 
+    // Prompts and resources are outside what the policy speaks of: not served to a team.
+    for method in ["prompts/list", "resources/list", "resources/read"] {
+        let (_, m) = team.rpc(&ada, 6, method, json!({"uri": "file:///etc/passwd"}));
+        assert_eq!(m["error"]["code"], -32601, "{method}: {m}");
+    }
+
     // The audit trail names the right user for every call, and the denial.
     let trail = std::fs::read_to_string(home.path().join("state/audit.jsonl"))
         .unwrap_or_else(|e| panic!("{e}"));

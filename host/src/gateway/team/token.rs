@@ -5,7 +5,7 @@
 //! token names a key it lacks (at most once per [`REFETCH_INTERVAL`], so a stream of
 //! made-up key ids cannot make the gateway hammer the identity provider).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use reqwest::Url;
 use serde_json::Value;
+use sha2::Digest as _;
 
 use super::TeamError;
 use super::config::TeamConfig;
@@ -30,6 +31,13 @@ const MAX_KEY_AGE: Duration = Duration::from_secs(3600);
 
 /// Longest token looked at: real access tokens are a few kilobytes.
 const MAX_TOKEN_BYTES: usize = 16 << 10;
+
+/// How long a verified token is believed without checking its signature again (never
+/// past its `exp`): a client sends the same token with every request.
+const VERIFIED_FOR: Duration = Duration::from_secs(60);
+
+/// Tokens remembered as verified; the memory is emptied when full.
+const MAX_VERIFIED: usize = 10_000;
 
 /// Who a request runs as: the token's subject, its groups and its scopes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +72,8 @@ pub struct Verifier {
     keys: tokio::sync::Mutex<Keys>,
     /// When an unknown key id last caused a fetch.
     last_refetch: Mutex<Option<Instant>>,
+    /// Tokens verified lately, by their SHA-256, with whom they name and until when.
+    verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
 }
 
 #[derive(Default)]
@@ -85,6 +95,7 @@ impl Verifier {
             leeway: config.leeway_seconds,
             keys: tokio::sync::Mutex::new(Keys::default()),
             last_refetch: Mutex::new(None),
+            verified: Mutex::new(HashMap::new()),
         }
     }
 
@@ -104,6 +115,30 @@ impl Verifier {
     /// The principal `authorization` (the whole header value) names, or why not.
     pub async fn check(&self, authorization: Option<&str>) -> Result<Principal, Refusal> {
         let token = bearer(authorization)?;
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        if let Some((principal, until)) = self.lock_verified().get(&digest)
+            && Instant::now() < *until
+        {
+            return Ok(principal.clone());
+        }
+        let (principal, exp) = self.verify(token).await?;
+        // Believed again until `exp` (minus the leeway it was given) or VERIFIED_FOR.
+        let left = exp.saturating_sub(crate::clock::now());
+        let until = Instant::now() + VERIFIED_FOR.min(Duration::from_secs(left));
+        let mut verified = self.lock_verified();
+        if verified.len() >= MAX_VERIFIED {
+            verified.clear();
+        }
+        verified.insert(digest, (principal.clone(), until));
+        Ok(principal)
+    }
+
+    fn lock_verified(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Principal, Instant)>> {
+        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The whole check of a token not seen lately; its principal and its `exp`.
+    async fn verify(&self, token: &str) -> Result<(Principal, u64), Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Refusal::Invalid(format!("not a JWT: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
@@ -123,6 +158,7 @@ impl Verifier {
         let data = jsonwebtoken::decode::<Value>(token, &key, &validation)
             .map_err(|e| Refusal::Invalid(reason(&e)))?;
         let principal = self.principal(&data.claims)?;
+        let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let missing: Vec<String> = self
             .required_scopes
             .iter()
@@ -132,7 +168,7 @@ impl Verifier {
         if !missing.is_empty() {
             return Err(Refusal::Scope(missing));
         }
-        Ok(principal)
+        Ok((principal, exp))
     }
 
     fn principal(&self, claims: &Value) -> Result<Principal, Refusal> {
