@@ -141,7 +141,12 @@ struct Idp {
     http: FakeHttp,
     base: String,
     keys: Arc<Mutex<Vec<Value>>>,
+    /// The audience its introspection answers name (the gateway's resource).
+    audience: Arc<Mutex<String>>,
 }
+
+/// The gateway's client secret at the introspection endpoint.
+const INTROSPECTION_SECRET: &str = "gw-introspection-secret";
 
 impl Idp {
     fn start(jwks: Vec<Value>) -> Idp {
@@ -152,7 +157,8 @@ impl Idp {
             .unwrap_or_else(|e| panic!("{e}"));
         let keys = Arc::new(Mutex::new(jwks));
         let base = Arc::new(Mutex::new(String::new()));
-        let (k, b) = (keys.clone(), base.clone());
+        let audience = Arc::new(Mutex::new(String::new()));
+        let (k, b, aud) = (keys.clone(), base.clone(), audience.clone());
         let http = rt.block_on(FakeHttp::start(move |req| {
             let base = b.lock().map(|b| b.clone()).unwrap_or_default();
             match req.path.as_str() {
@@ -163,6 +169,22 @@ impl Idp {
                         json!({"issuer": base, "jwks_uri": format!("{base}/jwks"),
                                "token_endpoint": format!("{base}/token")}),
                     )
+                }
+                "/introspect" => {
+                    let basic = format!("Basic {}", STANDARD.encode(format!("gw:{INTROSPECTION_SECRET}")));
+                    if req.header("authorization") != Some(basic.as_str()) {
+                        return Resp::Json(401, vec![], json!({"error": "invalid_client"}));
+                    }
+                    let aud = aud.lock().map(|a| a.clone()).unwrap_or_default();
+                    let token = req.param("token").unwrap_or_default();
+                    match token.as_str() {
+                        "opaque-ada" => Resp::Json(200, vec![], json!({"active": true, "sub": "ada",
+                            "iss": base, "aud": aud, "exp": now() + 600, "scope": "mcp",
+                            "groups": ["eng"]})),
+                        "opaque-other-audience" => Resp::Json(200, vec![], json!({"active": true,
+                            "sub": "ada", "aud": "https://elsewhere/mcp", "exp": now() + 600, "scope": "mcp"})),
+                        _ => Resp::Json(200, vec![], json!({"active": false})),
+                    }
                 }
                 "/jwks" => {
                     let keys = k.lock().map(|k| k.clone()).unwrap_or_default();
@@ -180,6 +202,7 @@ impl Idp {
             http,
             base: url,
             keys,
+            audience,
         }
     }
 
@@ -338,12 +361,16 @@ impl Team {
         user_config(home, servers);
         let port = free_port();
         let config = write_config(home, port, &idp.base, extra);
+        if let Ok(mut a) = idp.audience.lock() {
+            *a = format!("http://127.0.0.1:{port}/mcp");
+        }
         let mut cmd = Command::new(EDGAR);
         cmd.args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
             .arg("--gateway-config")
             .arg(&config);
         let mut child = in_home(&mut cmd, home)
             .env("EDGAR_STATE_DIR", home.join("state"))
+            .env("TEST_INTROSPECTION_SECRET", INTROSPECTION_SECRET)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -981,4 +1008,71 @@ fn sigterm_lets_a_call_in_flight_finish_then_exits() {
         procs_with_tag(&t).is_empty(),
         "the upstream outlived the gateway"
     );
+}
+
+#[test]
+fn an_opaque_token_is_introspected_and_believed_only_as_the_answer_says() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let introspection = json!({"introspection": {
+        "endpoint": format!("{}/introspect", idp.base),
+        "client_id": "gw",
+        "client_secret_env": "TEST_INTROSPECTION_SECRET",
+    }});
+    let team = Team::start(
+        home.path(),
+        fake_servers(&tag("opaque")),
+        introspection,
+        &idp,
+    );
+    let (status, m) = team.rpc(
+        "opaque-ada",
+        1,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "add"}}),
+    );
+    assert_eq!(status, 200, "{m}");
+    assert!(
+        text(&m).contains("f__add"),
+        "ada's groups came from the answer: {m}"
+    );
+    // A JWT still goes the JWT way.
+    let jwt = key.token(Some("k"), &claims(&idp, &team.resource, "bob", &["eng"]));
+    assert_eq!(team.rpc(&jwt, 2, "ping", json!({})).0, 200);
+    for (token, says) in [
+        ("opaque-revoked", "not active"),
+        ("opaque-other-audience", "aud"),
+    ] {
+        let a = team.request(
+            "POST",
+            "/mcp",
+            &[
+                ("authorization", &format!("Bearer {token}")),
+                ("content-type", "application/json"),
+            ],
+            "{}",
+        );
+        assert_eq!(a.status, 401, "{token}");
+        assert!(
+            a.head.contains("invalid_token") && a.head.contains(says),
+            "{token}: {}",
+            a.head
+        );
+    }
+    let asked = idp
+        .http
+        .requests
+        .lock()
+        .map(|r| r.iter().filter(|q| q.path == "/introspect").count())
+        .unwrap_or(0);
+    // The accepted token was asked about once: then believed for a while.
+    team.rpc("opaque-ada", 3, "ping", json!({}));
+    let again = idp
+        .http
+        .requests
+        .lock()
+        .map(|r| r.iter().filter(|q| q.path == "/introspect").count())
+        .unwrap_or(0);
+    assert_eq!((asked, again), (3, 3));
 }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 pub mod config;
+pub mod introspect;
 pub mod limits;
 pub mod metrics;
 pub mod policy;

@@ -42,6 +42,37 @@ struct File {
     rate_limits: Option<RateLimits>,
     #[serde(default)]
     leeway_seconds: Option<u64>,
+    #[serde(default)]
+    introspection: Option<IntrospectionFile>,
+}
+
+/// RFC 7662 introspection for opaque tokens, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntrospectionFile {
+    endpoint: String,
+    client_id: String,
+    /// The environment variable holding the client's secret (never the file).
+    #[serde(default)]
+    client_secret_env: Option<String>,
+}
+
+/// Where opaque tokens are asked about, and as whom.
+#[derive(Clone)]
+pub struct IntrospectionConfig {
+    pub endpoint: String,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for IntrospectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntrospectionConfig")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// The certificate chain and private key the gateway serves HTTPS with (PEM files).
@@ -90,6 +121,8 @@ pub struct TeamConfig {
     pub metrics_from: Vec<IpAddr>,
     pub rate_limits: RateLimits,
     pub leeway_seconds: u64,
+    /// Opaque tokens are introspected here; without it only JWTs are accepted.
+    pub introspection: Option<IntrospectionConfig>,
 }
 
 impl TeamConfig {
@@ -145,6 +178,31 @@ impl TeamConfig {
                 return Err("a rate limit of 0 refuses every call; leave it out instead".into());
             }
         }
+        let introspection = match file.introspection {
+            None => None,
+            Some(i) => {
+                let u = Url::parse(&i.endpoint).map_err(|e| {
+                    format!("introspection.endpoint {:?} is not a URL: {e}", i.endpoint)
+                })?;
+                if !secure(&u) {
+                    return Err(format!(
+                        "introspection.endpoint {} must be https (http only on loopback)",
+                        i.endpoint
+                    ));
+                }
+                let client_secret = match &i.client_secret_env {
+                    None => None,
+                    Some(var) => Some(std::env::var(var).map_err(|_| {
+                        format!("introspection.client_secret_env names {var}, which is not set")
+                    })?),
+                };
+                Some(IntrospectionConfig {
+                    endpoint: i.endpoint,
+                    client_id: i.client_id,
+                    client_secret,
+                })
+            }
+        };
         let absolute = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         Ok(TeamConfig {
             authorization_servers: file
@@ -165,6 +223,7 @@ impl TeamConfig {
             metrics_from: file.metrics_from,
             rate_limits: limits,
             leeway_seconds: file.leeway_seconds.unwrap_or(DEFAULT_LEEWAY_SECONDS),
+            introspection,
         })
     }
 

@@ -1,7 +1,8 @@
 //! Who is asking: a client's bearer token checked as a JWT access token of the
 //! configured issuer (signature by a key of its JWKS, `iss`, `aud` = the gateway's
 //! resource, `exp`/`nbf` within the allowed skew, RS256/ES256/EdDSA only) and turned
-//! into a [`Principal`]. The key set is fetched once, kept, and fetched again when a
+//! into a [`Principal`]; an opaque token goes to the introspection endpoint when one is
+//! configured (`introspect.rs`). The key set is fetched once, kept, and fetched again when a
 //! token names a key it lacks (at most once per [`REFETCH_INTERVAL`], so a stream of
 //! made-up key ids cannot make the gateway hammer the identity provider).
 
@@ -17,6 +18,7 @@ use sha2::Digest as _;
 
 use super::TeamError;
 use super::config::TeamConfig;
+use super::introspect::Introspection;
 use crate::auth::mcp::discovery;
 
 /// Algorithms a token may be signed with: never `none`, never HMAC (a public key used
@@ -74,6 +76,8 @@ pub struct Verifier {
     last_refetch: Mutex<Option<Instant>>,
     /// Tokens verified lately, by their SHA-256, with whom they name and until when.
     verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    /// Where opaque tokens are introspected, when configured.
+    introspection: Option<Introspection>,
 }
 
 #[derive(Default)]
@@ -96,6 +100,10 @@ impl Verifier {
             keys: tokio::sync::Mutex::new(Keys::default()),
             last_refetch: Mutex::new(None),
             verified: Mutex::new(HashMap::new()),
+            introspection: config
+                .introspection
+                .clone()
+                .map(|i| Introspection::new(i.endpoint, i.client_id, i.client_secret)),
         }
     }
 
@@ -139,6 +147,18 @@ impl Verifier {
 
     /// The whole check of a token not seen lately; its principal and its `exp`.
     async fn verify(&self, token: &str) -> Result<(Principal, u64), Refusal> {
+        // Not shaped like a JWT: an opaque token, for the introspection endpoint.
+        if token.split('.').count() != 3
+            && let Some(i) = &self.introspection
+        {
+            let claims = i
+                .claims(token, &self.issuer, &self.audience, self.leeway)
+                .await?;
+            let principal = self.principal(&claims)?;
+            self.scoped(&principal)?;
+            let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+            return Ok((principal, exp));
+        }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Refusal::Invalid(format!("not a JWT: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
@@ -159,16 +179,23 @@ impl Verifier {
             .map_err(|e| Refusal::Invalid(reason(&e)))?;
         let principal = self.principal(&data.claims)?;
         let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        self.scoped(&principal)?;
+        Ok((principal, exp))
+    }
+
+    /// Refuses a principal without every required scope.
+    fn scoped(&self, principal: &Principal) -> Result<(), Refusal> {
         let missing: Vec<String> = self
             .required_scopes
             .iter()
             .filter(|s| !principal.scopes.contains(s))
             .cloned()
             .collect();
-        if !missing.is_empty() {
-            return Err(Refusal::Scope(missing));
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Refusal::Scope(missing))
         }
-        Ok((principal, exp))
     }
 
     fn principal(&self, claims: &Value) -> Result<Principal, Refusal> {
