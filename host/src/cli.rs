@@ -274,6 +274,10 @@ pub enum McpCommand {
         /// rate limits (docs/team-gateway.md).
         #[arg(long, value_name = "FILE", requires = "http")]
         gateway_config: Option<std::path::PathBuf>,
+        /// Serve Streamable HTTP on a Unix socket at PATH instead of stdio (mode 0600;
+        /// only this user's processes may connect, no token needed).
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["http", "gateway_config"])]
+        unix: Option<std::path::PathBuf>,
     },
     /// Run the embedded example server on stdio (the default config uses it).
     #[command(hide = true)]

@@ -1201,3 +1201,107 @@ fn transparent_serves_one_server_as_itself() {
         r.stderr
     );
 }
+
+/// `--unix PATH`: the gateway on a Unix socket of mode 0600, reached with curl; a
+/// request from a web page (any `Origin`) is refused; SIGTERM removes the socket; a
+/// path that is another kind of file is never replaced.
+#[test]
+fn over_a_unix_socket_only_this_user_reaches_it_and_the_socket_goes_with_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("unix");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let socket = home.path().join("edgar.sock");
+    let mut cmd = Command::new(EDGAR);
+    cmd.args(["mcp", "serve", "--unix"]).arg(&socket);
+    let mut child = in_home(&mut cmd, home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
+    let mut line = String::new();
+    let _ = stderr.read_line(&mut line);
+    assert!(line.starts_with("edgar: serving MCP at unix:"), "{line}");
+    let mode = std::fs::metadata(&socket)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0);
+    assert_eq!(mode, 0o600);
+    let curl = |body: &Value, extra: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-s", "-S", "--max-time", "30", "--unix-socket"])
+            .arg(&socket)
+            .args(["-H", "content-type: application/json"])
+            .args(["-H", "accept: application/json, text/event-stream"])
+            .args(extra)
+            .args(["-w", "\n%{http_code}", "--data-binary", &body.to_string()])
+            .arg("http://localhost/mcp")
+            .output()
+            .unwrap_or_else(|e| panic!("curl: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or((&text, ""));
+        (code.to_owned(), body.to_owned())
+    };
+    let rpc = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let (code, body) = curl(
+        &rpc(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}),
+        ),
+        &[],
+    );
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains("\"serverInfo\""), "{body}");
+    let (_, body) = curl(
+        &rpc(
+            2,
+            "tools/call",
+            json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+        ),
+        &[],
+    );
+    assert!(body.contains("f__echo"), "{body}");
+    let (_, body) = curl(
+        &rpc(
+            3,
+            "tools/call",
+            json!({"name": "f__echo", "arguments": {"text": "over the socket"}}),
+        ),
+        &[],
+    );
+    assert!(body.contains("over the socket"), "{body}");
+    let (code, _) = curl(
+        &rpc(4, "ping", json!({})),
+        &["-H", "origin: http://localhost"],
+    );
+    assert_eq!(code, "403", "a web page's request is refused");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert_eq!(exit_code(&mut child, "stop on SIGTERM"), Some(0));
+    assert!(!socket.exists(), "the socket outlived the gateway");
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "the upstream outlived the gateway"
+    );
+
+    // Never replaces a file that is not a socket.
+    std::fs::write(&socket, "precious").unwrap_or_else(|e| panic!("{e}"));
+    let r = run(
+        EDGAR,
+        home.path(),
+        &["mcp", "serve", "--unix", &socket.display().to_string()],
+        b"",
+    );
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("not a socket"), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&socket).unwrap_or_default(),
+        "precious"
+    );
+}

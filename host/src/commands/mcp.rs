@@ -32,14 +32,18 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             transparent,
             http,
             gateway_config,
+            unix,
         } => super::serve::run(
             print_config,
             reserve,
             &servers,
             expose.is_some(),
             transparent,
-            http,
-            gateway_config.as_deref(),
+            super::serve::Listen {
+                http,
+                gateway_config,
+                unix,
+            },
         ),
         McpCommand::ExampleServer { root, conformance } => {
             edgar_host::mcp::example_server::serve(root.as_deref().unwrap_or(&cwd), conformance)?;

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -27,9 +27,13 @@ pub fn run(
     servers: &[String],
     expose_all: bool,
     transparent: bool,
-    http: Option<SocketAddr>,
-    gateway_config: Option<&Path>,
+    listen: Listen,
 ) -> anyhow::Result<ExitCode> {
+    let Listen {
+        http,
+        gateway_config,
+        unix,
+    } = listen;
     if let Some(client) = print_config {
         let exe = std::env::current_exe().context("cannot tell where edgar is installed")?;
         print!("{}", snippet(client, &exe.display().to_string()));
@@ -51,7 +55,7 @@ pub fn run(
         (false, _) if expose_all => Exposure::All,
         (false, _) => Exposure::Search,
     };
-    let team = match gateway_config {
+    let team = match &gateway_config {
         Some(path) => Some(TeamConfig::load(path)?),
         None => None,
     };
@@ -116,14 +120,36 @@ pub fn run(
                     .await
                     .with_context(|| format!("serving MCP at {url}"))
             }
-            (None, _) => guarded(&session, gateway.serve(input(), output()))
-                .await
-                .context("serving MCP on stdio"),
+            (None, _) => match unix {
+                Some(path) => {
+                    let listener = http::unix::bind(&path)
+                        .with_context(|| format!("cannot listen on {}", path.display()))?;
+                    eprintln!(
+                        "edgar: serving MCP at unix:{} (path {})",
+                        path.display(),
+                        http::PATH
+                    );
+                    // SIGTERM or SIGINT: finish the calls in flight, remove the socket.
+                    http::unix::serve_until(gateway, listener, &path, stop_signal())
+                        .await
+                        .with_context(|| format!("serving MCP on {}", path.display()))
+                }
+                None => guarded(&session, gateway.serve(input(), output()))
+                    .await
+                    .context("serving MCP on stdio"),
+            },
         };
         session.close().await;
         served?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Where `serve` listens: stdio unless one of these is given.
+pub struct Listen {
+    pub http: Option<SocketAddr>,
+    pub gateway_config: Option<PathBuf>,
+    pub unix: Option<PathBuf>,
 }
 
 /// Resolves at the first SIGTERM or SIGINT (a team gateway then drains); never, when

@@ -29,6 +29,7 @@ use super::{Caller, Gateway};
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 
 mod team_routes;
+pub mod unix;
 
 /// The one path served.
 pub const PATH: &str = "/mcp";
@@ -57,6 +58,8 @@ pub enum Auth {
     Secret(Secret),
     /// A team: access tokens of its identity provider, checked by `team`.
     Team(Arc<Team>),
+    /// A Unix socket: the kernel vouches that the peer runs as this user (`unix.rs`).
+    Peer,
 }
 
 /// The bearer secret every request must carry; never printed by `Debug`.
@@ -153,6 +156,7 @@ pub async fn serve_until(
             vec![team.config.authority()],
             team_routes::mcp_path(&team.config),
         ),
+        Auth::Peer => (Vec::new(), PATH.to_owned()),
     };
     let front = Arc::new(Front {
         gateway,
@@ -198,10 +202,10 @@ pub async fn serve_until(
                 _ => return,
             }
             match tls {
-                None => front.connection(stream, peer, stop).await,
+                None => front.connection(stream, Some(peer), stop).await,
                 Some(tls) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => front.connection(stream, peer, stop).await,
+                        Ok(Ok(stream)) => front.connection(stream, Some(peer), stop).await,
                         Ok(Err(e)) => tracing::debug!("a TLS handshake from {peer} failed: {e}"),
                         Err(_) => tracing::debug!("a TLS handshake from {peer} timed out"),
                     }
@@ -209,8 +213,14 @@ pub async fn serve_until(
             }
         });
     }
-    // Shutting down: say so to every connection, let them finish, then cut the rest.
     drop(listener);
+    drain(connections, stop_tx).await;
+    Ok(())
+}
+
+/// Shutting down: says so to every connection, lets each finish its request (at most
+/// [`DRAIN_TIMEOUT`]), then cuts the rest.
+async fn drain(mut connections: JoinSet<()>, stop_tx: tokio::sync::watch::Sender<bool>) {
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
         while connections.join_next().await.is_some() {}
@@ -224,7 +234,6 @@ pub async fn serve_until(
         );
     }
     connections.shutdown().await;
-    Ok(())
 }
 
 fn authorities(addr: SocketAddr) -> Vec<String> {
@@ -238,11 +247,11 @@ fn authorities(addr: SocketAddr) -> Vec<String> {
 
 impl Front {
     /// Serves one connection until it closes, or, after `stop`, until the request it
-    /// carries is answered.
+    /// carries is answered. `peer` is the client's address (none on a Unix socket).
     async fn connection<I>(
         self: Arc<Self>,
         io: I,
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -273,8 +282,8 @@ impl Front {
         }
     }
 
-    async fn respond(&self, req: Request<Body>, peer: SocketAddr) -> Reply {
-        if let Auth::Team(team) = &self.auth
+    async fn respond(&self, req: Request<Body>, peer: Option<SocketAddr>) -> Reply {
+        if let (Auth::Team(team), Some(peer)) = (&self.auth, peer)
             && let Some(reply) = team_routes::respond(team, &req, peer, &self.gateway).await
         {
             return reply;
@@ -299,17 +308,19 @@ impl Front {
         }
         // A trusted proxy in front routes by name itself, and may name us differently.
         let proxied = match &self.auth {
-            Auth::Team(team) => team.config.behind_proxy.contains(&peer.ip()),
-            Auth::Secret(_) => false,
+            Auth::Team(team) => peer.is_some_and(|p| team.config.behind_proxy.contains(&p.ip())),
+            Auth::Secret(_) | Auth::Peer => false,
         };
+        // On a Unix socket the kernel said who the peer is, and no name was resolved.
+        let named = !matches!(self.auth, Auth::Peer);
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-        if !proxied && !host.is_some_and(|h| self.authorities.iter().any(|a| a == h)) {
+        if named && !proxied && !host.is_some_and(|h| self.authorities.iter().any(|a| a == h)) {
             return refused(StatusCode::FORBIDDEN, "the Host header is not this server");
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let scheme = match &self.auth {
                 Auth::Team(team) => format!("{}://", team.config.resource.scheme()),
-                Auth::Secret(_) => "http://".to_owned(),
+                Auth::Secret(_) | Auth::Peer => "http://".to_owned(),
             };
             let allowed = origin
                 .to_str()
@@ -333,6 +344,7 @@ impl Front {
                 }
                 Caller::Local
             }
+            Auth::Peer => Caller::Local,
             Auth::Team(team) => {
                 let authorization = headers
                     .get(header::AUTHORIZATION)
@@ -496,7 +508,7 @@ impl hyper::body::Body for Streamed {
 /// A team client's token refused: 401 (or 403 for a missing scope, 503 when the
 /// identity provider's keys cannot be had) with the challenge that tells the client
 /// where to sign in. The reason is logged, never the token.
-fn challenge(team: &Team, refusal: &Refusal, peer: SocketAddr) -> Reply {
+fn challenge(team: &Team, refusal: &Refusal, peer: Option<SocketAddr>) -> Reply {
     let (code, reason, text) = match refusal {
         Refusal::Missing => (
             StatusCode::UNAUTHORIZED,
@@ -521,7 +533,8 @@ fn challenge(team: &Team, refusal: &Refusal, peer: SocketAddr) -> Reply {
     };
     team.metrics.refusal(reason);
     if let Refusal::Invalid(why) | Refusal::Unavailable(why) = refusal {
-        tracing::info!("refused a request from {peer}: {}", crate::text::shown(why));
+        let from = peer.map_or_else(|| "a local socket".to_owned(), |p| p.to_string());
+        tracing::info!("refused a request from {from}: {}", crate::text::shown(why));
     }
     let mut r = refused(code, text);
     if let Ok(v) = HeaderValue::from_str(&team.challenge(refusal)) {
