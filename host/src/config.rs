@@ -288,6 +288,10 @@ pub struct OAuthClient {
     pub scope: Option<String>,
     /// The enterprise identity provider, for [`Grant::CrossAppAccess`].
     pub identity: Option<IdentityProvider>,
+    /// Where a team gateway's user's token is exchanged, for [`Grant::TokenExchange`].
+    pub token_endpoint: Option<String>,
+    /// The `audience` asked for in that exchange (RFC 8693), when the endpoint wants one.
+    pub audience: Option<String>,
 }
 
 /// How a server's tokens are obtained (`oauth.grant`).
@@ -304,6 +308,9 @@ pub enum Grant {
     /// RFC 8693), which the server's authorization server exchanges for its token
     /// (RFC 7523 JWT bearer grant).
     CrossAppAccess,
+    /// Per user, behind a team gateway: each user's own access token is exchanged for
+    /// one scoped to this server (RFC 8693), never passed through.
+    TokenExchange,
 }
 
 impl Grant {
@@ -312,6 +319,7 @@ impl Grant {
             Grant::AuthorizationCode => "authorization_code",
             Grant::ClientCredentials => "client_credentials",
             Grant::CrossAppAccess => "cross_app_access",
+            Grant::TokenExchange => "token_exchange",
         }
     }
 
@@ -372,6 +380,8 @@ impl fmt::Debug for OAuthClient {
             .field("private_key_in_store", &self.private_key_in_store)
             .field("scope", &self.scope)
             .field("identity", &self.identity)
+            .field("token_endpoint", &self.token_endpoint)
+            .field("audience", &self.audience)
             .finish()
     }
 }
@@ -1274,10 +1284,11 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
         None | Some("authorization_code") => Grant::AuthorizationCode,
         Some("client_credentials") => Grant::ClientCredentials,
         Some("cross_app_access") => Grant::CrossAppAccess,
+        Some("token_exchange") => Grant::TokenExchange,
         Some(_) => {
             return Err((
                 "oauth",
-                "grant must be \"authorization_code\", \"client_credentials\" or \"cross_app_access\"".into(),
+                "grant must be \"authorization_code\", \"client_credentials\", \"cross_app_access\" or \"token_exchange\"".into(),
             ));
         }
     };
@@ -1322,6 +1333,28 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
             "grant \"cross_app_access\" needs \"identity\": the identity provider's token_endpoint, client_id and id_token_command".into(),
         ));
     }
+    let token_endpoint = field("token_endpoint")?;
+    if let Some(t) = &token_endpoint
+        && !crate::net::is_https_or_loopback(t)
+    {
+        return Err((
+            "oauth",
+            "token_endpoint must be an https URL (a user's token crosses it)".into(),
+        ));
+    }
+    if grant == Grant::TokenExchange && token_endpoint.is_none() {
+        return Err((
+            "oauth",
+            "grant \"token_exchange\" needs token_endpoint: where each user's token is exchanged"
+                .into(),
+        ));
+    }
+    if grant == Grant::TokenExchange && (private_key_file.is_some() || private_key_in_store) {
+        return Err((
+            "oauth",
+            "grant \"token_exchange\" authenticates with client_secret (or none), not a private key".into(),
+        ));
+    }
     Ok(OAuthClient {
         client_id,
         client_secret,
@@ -1333,6 +1366,8 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
         private_key_in_store,
         scope: field("scope")?,
         identity,
+        token_endpoint,
+        audience: field("audience")?,
     })
 }
 

@@ -75,7 +75,22 @@ pub enum Exposure {
 pub enum Caller {
     #[default]
     Local,
-    User(Arc<Principal>),
+    User(Arc<User>),
+}
+
+/// A team gateway's user: who the token names, and the token itself (exchanged for a
+/// per-user upstream's own, never sent on). `Debug` shows the principal only.
+pub struct User {
+    pub principal: Principal,
+    pub token: Arc<crate::auth::Secret>,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Caller {
@@ -83,7 +98,7 @@ impl Caller {
     fn key(&self) -> &str {
         match self {
             Caller::Local => "",
-            Caller::User(p) => &p.sub,
+            Caller::User(u) => &u.principal.sub,
         }
     }
 }
@@ -292,10 +307,15 @@ impl Gateway {
         }
         match caller {
             Caller::Local => self.answer_as(caller, id, method, params, tx).await,
-            Caller::User(p) => {
-                let user = p.sub.clone();
+            Caller::User(u) => {
+                let subject = crate::auth::bearer::Subject {
+                    sub: u.principal.sub.clone(),
+                    token: u.token.clone(),
+                };
+                let answer = self.answer_as(caller, id, method, params, tx);
+                let answer = crate::auth::bearer::SUBJECT.scope(subject, answer);
                 crate::trust::audit::ACTOR
-                    .scope(user, self.answer_as(caller, id, method, params, tx))
+                    .scope(u.principal.sub.clone(), answer)
                     .await
             }
         }

@@ -186,6 +186,31 @@ impl Idp {
                         _ => Resp::Json(200, vec![], json!({"active": false})),
                     }
                 }
+                "/token" => {
+                    // RFC 8693: the gateway's client, a user's access token in, one for
+                    // the upstream out, named after the user the inbound token names.
+                    let basic = format!("Basic {}", STANDARD.encode("gw-up:up-secret"));
+                    if req.header("authorization") != Some(basic.as_str()) {
+                        return Resp::Json(401, vec![], json!({"error": "invalid_client"}));
+                    }
+                    let grant = req.param("grant_type").unwrap_or_default();
+                    let subject = req.param("subject_token").unwrap_or_default();
+                    let sub = subject
+                        .split('.')
+                        .nth(1)
+                        .and_then(|p| URL_SAFE_NO_PAD.decode(p).ok())
+                        .and_then(|p| serde_json::from_slice::<Value>(&p).ok())
+                        .and_then(|c| c["sub"].as_str().map(str::to_owned));
+                    match (grant.as_str(), sub, req.param("audience").as_deref()) {
+                        ("urn:ietf:params:oauth:grant-type:token-exchange", Some(sub), Some("upstream")) => {
+                            Resp::Json(200, vec![], json!({
+                                "access_token": format!("up-token-for-{sub}"),
+                                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                                "token_type": "Bearer", "expires_in": 600}))
+                        }
+                        _ => Resp::Json(400, vec![], json!({"error": "invalid_request"})),
+                    }
+                }
                 "/jwks" => {
                     let keys = k.lock().map(|k| k.clone()).unwrap_or_default();
                     Resp::Json(200, vec![], json!({ "keys": keys }))
@@ -247,6 +272,9 @@ permit(principal, action, resource == Tool::"f__echo")
 // The Python SDK's test server, for engineers.
 permit(principal, action, resource in Server::"py")
   when { principal.groups.contains("eng") };
+// The per-user upstream, for everyone in a group.
+permit(principal, action, resource in Server::"up")
+  when { principal.groups.contains("eng") || principal.groups.contains("readers") };
 // Nobody calls `die`, whatever else permits it.
 @id("never-die")
 forbid(principal, action == Action::"call_tool", resource == Tool::"f__die");
@@ -1075,4 +1103,101 @@ fn an_opaque_token_is_introspected_and_believed_only_as_the_answer_says() {
         .map(|r| r.iter().filter(|q| q.path == "/introspect").count())
         .unwrap_or(0);
     assert_eq!((asked, again), (3, 3));
+}
+
+#[test]
+fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_the_inbound_one() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    // The recording upstream: it answers only a token the exchange issued.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let upstream = rt.block_on(FakeHttp::start(|req| {
+        let token = req.header("authorization").unwrap_or_default();
+        if !token.starts_with("Bearer up-token-for-") {
+            return Resp::Status(401, vec![("www-authenticate", "Bearer".to_owned())]);
+        }
+        if req.rpc() == "tools/call" {
+            let who = token.trim_start_matches("Bearer up-token-for-");
+            return Resp::Json(
+                200,
+                vec![],
+                json!({"jsonrpc": "2.0", "id": req.id(),
+                "result": {"content": [{"type": "text", "text": format!("hello {who}")}]}}),
+            );
+        }
+        crate::mcp_http_faults::good(req).unwrap_or(Resp::Status(400, vec![]))
+    }));
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let servers = json!({"up": {"url": upstream.url, "oauth": {
+        "grant": "token_exchange", "token_endpoint": format!("{}/token", idp.base),
+        "issuer": idp.base, "client_id": "gw-up", "client_secret": "up-secret",
+        "audience": "upstream"}}});
+    let team = Arc::new(Team::start(home.path(), servers, json!({}), &idp));
+    let ada = key.token(Some("k"), &claims(&idp, &team.resource, "ada", &["eng"]));
+    let bob = key.token(
+        Some("k"),
+        &claims(&idp, &team.resource, "bob", &["readers"]),
+    );
+    let found = text(&team.call(&ada, 1, "tool_search", json!({"query": "echo"})));
+    assert!(found.contains("up__echo"), "{found}");
+    text(&team.call(&bob, 1, "tool_search", json!({"query": "echo"})));
+    let workers: Vec<_> = [("ada", ada.clone()), ("bob", bob.clone())]
+        .into_iter()
+        .map(|(who, token)| {
+            let team = team.clone();
+            std::thread::spawn(move || {
+                for i in 0..8 {
+                    let m = team.call(&token, 10 + i, "up__echo", json!({"text": who}));
+                    assert_eq!(text(&m), format!("hello {who}"), "{who}: {m}");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap_or_else(|_| panic!("a user's calls failed"));
+    }
+    let seen = upstream
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    let calls: Vec<_> = seen.iter().filter(|q| q.rpc() == "tools/call").collect();
+    assert_eq!(calls.len(), 16);
+    for q in &calls {
+        let who = q.body["params"]["arguments"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            q.header("authorization"),
+            Some(format!("Bearer up-token-for-{who}").as_str()),
+            "a call carried another user's token"
+        );
+    }
+    assert!(
+        seen.iter()
+            .all(|q| !q.headers.iter().any(|(_, v)| v.contains("eyJ"))),
+        "an inbound token reached the upstream"
+    );
+    // One exchange per user, kept until it expires.
+    let exchanges = idp
+        .http
+        .requests
+        .lock()
+        .map(|r| r.iter().filter(|q| q.path == "/token").count())
+        .unwrap_or(0);
+    assert_eq!(exchanges, 2);
+    // Outside any user's request (the CLI), the server gets no token at all.
+    let mut list = Command::new(EDGAR);
+    let out = in_home(list.args(["mcp", "call", "up__echo", "{}"]), home.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    match Arc::try_unwrap(team) {
+        Ok(team) => assert_eq!(team.stop(), Some(0)),
+        Err(_) => panic!("a worker still holds the gateway"),
+    }
 }

@@ -12,11 +12,43 @@ use serde::{Deserialize, Serialize};
 
 use super::Secret;
 
+tokio::task_local! {
+    /// The user a team gateway's request runs as, with the token they brought: set
+    /// around the request, recorded on each message sent for it, and read only by a
+    /// per-user sign-in (`auth::mcp::exchange`), which exchanges it and never sends it on.
+    pub static SUBJECT: Subject;
+}
+
+/// A team gateway's user and their inbound access token. Never shown by `Debug`.
+#[derive(Clone)]
+pub struct Subject {
+    pub sub: String,
+    pub token: std::sync::Arc<Secret>,
+}
+
+impl std::fmt::Debug for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subject")
+            .field("sub", &self.sub)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Supplies one server's bearer token and decides what a refusal means; implemented by
 /// the sign-in layer (`auth::mcp::McpAuth`). The transport never stores a token.
 pub trait Authorizer: Send + Sync + 'static {
     /// The token to send now (refreshed first if it is about to expire), if any.
     fn bearer(&self) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + '_>>;
+
+    /// The token to send for a message sent on `subject`'s behalf (a team gateway's
+    /// user); a sign-in shared by everyone ignores who.
+    fn bearer_for<'a>(
+        &'a self,
+        subject: Option<&'a Subject>,
+    ) -> Pin<Box<dyn Future<Output = Option<Secret>> + Send + 'a>> {
+        let _ = subject;
+        self.bearer()
+    }
     /// The server answered `status` (401, or 403 with `insufficient_scope`) to a request
     /// sent with `sent`: `true` when a new token makes a retry worthwhile.
     fn refused<'a>(

@@ -10,6 +10,7 @@
 //! secret per server and never reach output, logs or errors.
 
 pub mod discovery;
+pub mod exchange;
 pub mod grant;
 pub mod register;
 pub mod token;

@@ -127,6 +127,25 @@ fn errors_name_file_server_and_field() {
                 "identity": {"token_endpoint": "http://idp.example/token", "client_id": "i", "id_token_command": "x"}}}}}"#,
             "identity.token_endpoint must be an https URL",
         ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "token_exchange", "client_id": "c"}}}}"#,
+            "needs token_endpoint",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "token_exchange", "client_id": "c",
+                "token_endpoint": "http://idp.example/token"}}}}"#,
+            "token_endpoint must be an https URL",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "token_exchange",
+                "token_endpoint": "https://idp.example/token"}}}}"#,
+            "needs the client_id",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "token_exchange", "client_id": "c",
+                "token_endpoint": "https://idp.example/token", "private_key_file": "/k.pem"}}}}"#,
+            "not a private key",
+        ),
         (r#"{"mcpServers": []}"#, "field 'mcpServers'"),
         ("{not json", "not valid JSON"),
     ];

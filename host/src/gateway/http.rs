@@ -25,7 +25,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::team::{Refusal, Team};
-use super::{Caller, Gateway};
+use super::{Caller, Gateway, User};
+use crate::auth::Secret as Token;
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 
 mod team_routes;
@@ -350,7 +351,13 @@ impl Front {
                     .get(header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok());
                 match team.verifier.check(authorization).await {
-                    Ok(principal) => Caller::User(Arc::new(principal)),
+                    Ok(principal) => {
+                        let token = super::team::token::bearer(authorization).unwrap_or_default();
+                        Caller::User(Arc::new(User {
+                            principal,
+                            token: Arc::new(Token::new(token)),
+                        }))
+                    }
                     Err(refusal) => return challenge(team, &refusal, peer),
                 }
             }

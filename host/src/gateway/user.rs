@@ -26,7 +26,7 @@ impl Gateway {
         tool: &SanitizedTool,
     ) -> Decision {
         match (&self.team, caller) {
-            (Some(team), Caller::User(p)) => team.policy.decide(p, action, tool),
+            (Some(team), Caller::User(u)) => team.policy.decide(&u.principal, action, tool),
             _ => Decision::Allow,
         }
     }

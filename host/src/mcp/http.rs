@@ -241,7 +241,7 @@ impl Shared {
 
     /// Adds the bearer token, if this server has a sign-in; returns the token sent.
     async fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match bearer(self.auth.as_ref()).await {
+        match bearer(self.auth.as_ref(), None).await {
             Some((header, _)) => request.header("authorization", header),
             None => request,
         }
@@ -301,7 +301,7 @@ impl Shared {
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
             let session = self.session();
-            let response = send_with_auth(self.auth.as_ref(), || {
+            let response = send_with_auth(self.auth.as_ref(), message.subject.as_ref(), || {
                 let post = self
                     .request(Method::POST, &self.url)
                     .header("content-type", "application/json")

@@ -52,6 +52,9 @@ pub async fn fetch(
         Grant::AuthorizationCode => Err(Refusal::Failed(AuthError::Config(
             "this server is signed in to by a human (`edgar mcp login`)".into(),
         ))),
+        Grant::TokenExchange => Err(Refusal::Failed(AuthError::Config(
+            "this server is signed in to per user, through a team gateway".into(),
+        ))),
     }
 }
 

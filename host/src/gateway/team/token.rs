@@ -306,7 +306,7 @@ impl Verifier {
 }
 
 /// The token in an `Authorization: Bearer` header.
-fn bearer(authorization: Option<&str>) -> Result<&str, Refusal> {
+pub fn bearer(authorization: Option<&str>) -> Result<&str, Refusal> {
     let value = authorization.ok_or(Refusal::Missing)?;
     let (scheme, token) = value.split_once(' ').ok_or(Refusal::Missing)?;
     if !scheme.eq_ignore_ascii_case("bearer") {

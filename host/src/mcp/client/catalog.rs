@@ -144,7 +144,18 @@ impl Session {
             }
             let inner = self.0.clone();
             let n = name.clone();
-            let task = tokio::spawn(async move { inner.tools_for(&n, false).await });
+            // A team gateway's user who caused the discovery is carried into it: a
+            // per-user server is discovered with that user's own token.
+            let subject = crate::auth::bearer::SUBJECT
+                .try_with(crate::auth::bearer::Subject::clone)
+                .ok();
+            let task = tokio::spawn(async move {
+                let work = inner.tools_for(&n, false);
+                match subject {
+                    Some(s) => crate::auth::bearer::SUBJECT.scope(s, work).await,
+                    None => work.await,
+                }
+            });
             {
                 let mut bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
                 bg.retain(|h| !h.is_finished());

@@ -48,6 +48,17 @@ impl SessionInner {
         &self,
         spec: &ServerSpec,
     ) -> Option<Arc<dyn crate::mcp::http::Authorizer>> {
+        // Per user behind a team gateway: nothing stored, each user's token exchanged
+        // (kept by the connection's authorizer for as long as it lives).
+        if spec.oauth.grant == crate::config::Grant::TokenExchange {
+            return match crate::auth::mcp::exchange::PerUser::new(spec) {
+                Ok(a) => Some(Arc::new(a)),
+                Err(e) => {
+                    tracing::warn!(server = spec.name, "no sign-in: {e}");
+                    None
+                }
+            };
+        }
         let store = self.opts.credentials.clone()?;
         let mut all = self.sign_ins.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(a) = all.get(&spec.name) {

@@ -5,7 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::auth::bearer::{SUBJECT, Subject};
 use crate::mcp::protocol::{self};
+
+/// The team gateway's user the current task runs for, if any.
+fn subject() -> Option<Subject> {
+    SUBJECT.try_with(Subject::clone).ok()
+}
 
 /// One message on its way to the server, encoded, with what an HTTP transport routes
 /// by recorded when it was built (so no transport parses our own messages again).
@@ -25,6 +31,9 @@ pub(crate) struct Outbound {
     pub name: Option<String>,
     /// `Mcp-Param-*` headers: argument values a tool marks with `x-mcp-header`.
     pub param_headers: Vec<(String, String)>,
+    /// The team gateway's user a request is sent for (`auth::bearer::SUBJECT` when it
+    /// was built), for a per-user sign-in.
+    pub subject: Option<Subject>,
 }
 
 /// How every request is stamped in the stateless era: the version it names, and the
@@ -87,6 +96,7 @@ impl Outbound {
                     version: Some(stamp.version.clone()),
                     name,
                     param_headers: Vec::new(),
+                    subject: subject(),
                 };
             }
             if let Some(p) = params.as_object_mut() {
@@ -109,6 +119,7 @@ impl Outbound {
             version: stamp.map(|s| s.version.clone()),
             name,
             param_headers: Vec::new(),
+            subject: subject(),
         }
     }
 
@@ -125,6 +136,7 @@ impl Outbound {
             version: stamp.map(|s| s.version.clone()),
             name: None,
             param_headers: Vec::new(),
+            subject: subject(),
         }
     }
 
@@ -138,6 +150,7 @@ impl Outbound {
             version: None,
             name: None,
             param_headers: Vec::new(),
+            subject: None,
         }
     }
 

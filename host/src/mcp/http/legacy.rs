@@ -85,7 +85,7 @@ impl Shared {
         url: &Url,
         make: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, Reply> {
-        send_with_auth(self.auth.as_ref(), || {
+        send_with_auth(self.auth.as_ref(), None, || {
             make(
                 self.client
                     .request(method.clone(), url.clone())

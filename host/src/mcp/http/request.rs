@@ -11,6 +11,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::auth::Secret;
+use crate::auth::bearer::Subject;
 use crate::mcp::connection::Outbound;
 use crate::text::shown;
 
@@ -81,8 +82,11 @@ pub(crate) fn server_url(url: &str) -> Result<Url, String> {
 
 /// The `Authorization` header (marked sensitive, so it never shows in `Debug`) and the
 /// token in it, when the server has a sign-in with a token.
-pub(super) async fn bearer(auth: Option<&Arc<dyn Authorizer>>) -> Option<(HeaderValue, Secret)> {
-    let token = auth?.bearer().await?;
+pub(super) async fn bearer(
+    auth: Option<&Arc<dyn Authorizer>>,
+    subject: Option<&Subject>,
+) -> Option<(HeaderValue, Secret)> {
+    let token = auth?.bearer_for(subject).await?;
     let mut header = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
     header.set_sensitive(true);
     Some((header, token))
@@ -94,13 +98,14 @@ pub(super) async fn bearer(auth: Option<&Arc<dyn Authorizer>>) -> Option<(Header
 /// [`MAX_AUTH_RETRIES`] times. Any other answer is returned as it is.
 pub(super) async fn send_with_auth(
     auth: Option<&Arc<dyn Authorizer>>,
+    subject: Option<&Subject>,
     make: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, Reply> {
     let mut tries = 0;
     loop {
         let mut request = make();
         let mut sent = None;
-        if let Some((header, token)) = bearer(auth).await {
+        if let Some((header, token)) = bearer(auth, subject).await {
             request = request.header("authorization", header);
             sent = Some(token);
         }

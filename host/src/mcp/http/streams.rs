@@ -128,7 +128,7 @@ impl Shared {
             .transpose()
             .map_err(|_| Reply::Failed("its event id is not a valid header".into()))?;
         let session = self.session();
-        let response = send_with_auth(self.auth.as_ref(), || {
+        let response = send_with_auth(self.auth.as_ref(), None, || {
             let mut get = self
                 .request(Method::GET, &self.url)
                 .header("accept", "text/event-stream");
