@@ -118,3 +118,34 @@ impl Gateway {
         catalog.into_iter().find(|t| t.name() == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::User;
+    use super::super::team::Principal;
+    use crate::auth::bearer::Subject;
+
+    #[test]
+    fn a_users_token_is_never_shown() {
+        let token = std::sync::Arc::new(crate::auth::Secret::new("eyJhbGciOi.secret.sig"));
+        let user = User {
+            principal: Principal {
+                sub: "ada".into(),
+                groups: vec!["eng".into()],
+                scopes: vec![],
+            },
+            token: token.clone(),
+        };
+        let subject = Subject {
+            sub: "ada".into(),
+            token,
+        };
+        for shown in [format!("{user:?}"), format!("{subject:?}")] {
+            assert!(shown.contains("ada"), "{shown}");
+            assert!(
+                !shown.contains("secret") && !shown.contains("eyJ"),
+                "{shown}"
+            );
+        }
+    }
+}
