@@ -20,6 +20,14 @@ use serde_json::{Value, json};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const CALLS: usize = 2000;
+
+/// Calls per mode: `CALLS`, or `EDGAR_BENCH_CALLS` (for a profiler to attach).
+fn calls() -> usize {
+    std::env::var("EDGAR_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CALLS)
+}
 const WARMUP: usize = 200;
 const SECRET: &str = "bench-secret-0123456789abcdef";
 
@@ -162,7 +170,8 @@ fn measure(client: &mut Client) -> (Duration, Duration) {
     for _ in 0..WARMUP {
         client.rpc("tools/call", call());
     }
-    let mut times: Vec<Duration> = (0..CALLS)
+    let n = calls();
+    let mut times: Vec<Duration> = (0..n)
         .map(|_| {
             let t = Instant::now();
             let m = client.rpc("tools/call", call());
@@ -172,7 +181,7 @@ fn measure(client: &mut Client) -> (Duration, Duration) {
         })
         .collect();
     times.sort();
-    (times[CALLS / 2], times[CALLS * 9 / 10])
+    (times[n / 2], times[n * 9 / 10])
 }
 
 fn us(d: Duration) -> String {
@@ -231,6 +240,34 @@ fn main() {
     let (team_median, team_p90) = measure(&mut Client::connect(port, &token));
     drop(gw);
 
+    // The policy decision alone, as each call makes it.
+    let policy = edgar_host::gateway::team::policy::Policy::parse(
+        "permit(principal, action, resource in Server::\"ex\") when { principal.groups.contains(\"eng\") };",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let who = edgar_host::gateway::team::Principal {
+        sub: "ada".into(),
+        groups: vec!["eng".into()],
+        scopes: vec![],
+    };
+    let tool = edgar_host::guard::SanitizedTool::from_cache(edgar_host::guard::CachedTool {
+        server: "ex".into(),
+        tool: "current_time".into(),
+        name: "ex__current_time".into(),
+        description: String::new(),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        hints: Default::default(),
+        dropped: Vec::new(),
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let action = edgar_host::gateway::team::policy::Action::CallTool;
+    let t = Instant::now();
+    for _ in 0..CALLS {
+        assert!(policy.decide(&who, action, &tool).allowed());
+    }
+    let decide = t.elapsed() / CALLS as u32;
+
     let ratio = team_median.as_secs_f64() / secret_median.as_secs_f64();
     println!("| `tools/call` over keep-alive HTTP, {CALLS} calls | median | p90 |");
     println!("|---|---|---|");
@@ -243,5 +280,9 @@ fn main() {
         "| team mode (JWT + Cedar + limits + metrics + user's audit line) | {} ({ratio:.2}x) | {} |",
         us(team_median),
         us(team_p90)
+    );
+    println!(
+        "| of which one Cedar decision (in process) | {} | |",
+        us(decide)
     );
 }
