@@ -450,6 +450,23 @@ impl Team {
     }
 }
 
+/// SIGTERM, then: exited 0, and no process tagged `tag` (an upstream) outlived it.
+fn finish(team: Team, tag: &str) {
+    assert_eq!(team.stop(), Some(0));
+    assert!(
+        procs_with_tag(tag).is_empty(),
+        "the upstream outlived the gateway"
+    );
+}
+
+/// [`finish`] for a gateway the test's threads shared (they must all have ended).
+fn finish_shared(team: Arc<Team>, tag: &str) {
+    match Arc::try_unwrap(team) {
+        Ok(team) => finish(team, tag),
+        Err(_) => panic!("a worker still holds the gateway"),
+    }
+}
+
 impl Drop for Team {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -705,11 +722,7 @@ fn tokens_are_refused_or_accepted_as_the_spec_says() {
     // Every JWT starts `eyJ` (base64 of `{"`): none reached the log.
     let log = team.stderr.lock().map(|s| s.clone()).unwrap_or_default();
     assert!(!log.contains("eyJ"), "a token reached the log: {log}");
-    assert_eq!(team.stop(), Some(0));
-    assert!(
-        procs_with_tag(&t).is_empty(),
-        "the upstream outlived the gateway"
-    );
+    finish(team, &t);
 }
 
 #[test]
@@ -850,14 +863,7 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
     ] {
         assert!(m.body.contains(&line), "{line} not in {}", m.body);
     }
-    match Arc::try_unwrap(team) {
-        Ok(team) => assert_eq!(team.stop(), Some(0)),
-        Err(_) => panic!("a worker still holds the gateway"),
-    }
-    assert!(
-        procs_with_tag(&t).is_empty(),
-        "the upstream outlived the gateway"
-    );
+    finish_shared(team, &t);
 }
 
 #[test]
@@ -933,11 +939,7 @@ fn the_python_sdk_client_works_through_it_with_a_bearer_token() {
     let eve = key.token(Some("k"), &claims(&idp, &team.resource, "eve", &[]));
     let found = text(&team.call(&eve, 1, "tool_search", json!({"query": "add"})));
     assert!(!found.contains("py__add"), "{found}");
-    assert_eq!(team.stop(), Some(0));
-    assert!(
-        procs_with_tag(&t).is_empty(),
-        "the upstream outlived the gateway"
-    );
+    finish(team, &t);
 }
 
 #[test]
@@ -1031,11 +1033,7 @@ fn sigterm_lets_a_call_in_flight_finish_then_exits() {
         .join()
         .unwrap_or_else(|_| panic!("the slow call failed"));
     assert_eq!(text(&m), "finished", "{m}");
-    assert_eq!(team.stop(), Some(0));
-    assert!(
-        procs_with_tag(&t).is_empty(),
-        "the upstream outlived the gateway"
-    );
+    finish(team, &t);
 }
 
 #[test]
@@ -1196,6 +1194,17 @@ fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_th
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!out.status.success());
+    let seen = upstream
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    assert!(
+        seen.iter()
+            .filter_map(|q| q.header("authorization"))
+            .all(|a| a.starts_with("Bearer up-token-for-")),
+        "a request carried a token the exchange did not issue"
+    );
     match Arc::try_unwrap(team) {
         Ok(team) => assert_eq!(team.stop(), Some(0)),
         Err(_) => panic!("a worker still holds the gateway"),
