@@ -1092,8 +1092,12 @@ fn an_opaque_token_is_introspected_and_believed_only_as_the_answer_says() {
         .lock()
         .map(|r| r.iter().filter(|q| q.path == "/introspect").count())
         .unwrap_or(0);
-    // The accepted token was asked about once: then believed for a while.
+    // The accepted token was asked about once: then believed for a while; a refused
+    // one is refused for a while without asking again.
     team.rpc("opaque-ada", 3, "ping", json!({}));
+    for _ in 0..3 {
+        assert_eq!(team.rpc("opaque-revoked", 4, "ping", json!({})).0, 401);
+    }
     let again = idp
         .http
         .requests

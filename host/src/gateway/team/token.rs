@@ -41,6 +41,11 @@ const VERIFIED_FOR: Duration = Duration::from_secs(60);
 /// Tokens remembered as verified; the memory is emptied when full.
 const MAX_VERIFIED: usize = 10_000;
 
+/// How long an opaque token the introspection endpoint refused is refused without
+/// asking again: a client repeating a dead token must not make the gateway hammer the
+/// identity provider.
+const REFUSED_FOR: Duration = Duration::from_secs(30);
+
 /// Who a request runs as: the token's subject, its groups and its scopes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -78,12 +83,17 @@ pub struct Verifier {
     verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
     /// Where opaque tokens are introspected, when configured.
     introspection: Option<Introspection>,
+    /// Opaque tokens the endpoint refused lately, by SHA-256, with why and until when.
+    refused: Mutex<HashMap<[u8; 32], (String, Instant)>>,
 }
 
 #[derive(Default)]
 struct Keys {
     set: Vec<Jwk>,
     fetched: Option<Instant>,
+    /// When a fetch last failed: the next is tried only [`REFETCH_INTERVAL`] later, so
+    /// an identity provider that is down does not hold every request for its timeout.
+    failed: Option<Instant>,
     /// Where the keys are, once found (from the config or the issuer's metadata).
     uri: Option<Url>,
 }
@@ -100,6 +110,7 @@ impl Verifier {
             keys: tokio::sync::Mutex::new(Keys::default()),
             last_refetch: Mutex::new(None),
             verified: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
             introspection: config
                 .introspection
                 .clone()
@@ -129,7 +140,7 @@ impl Verifier {
         {
             return Ok(principal.clone());
         }
-        let (principal, exp) = self.verify(token).await?;
+        let (principal, exp) = self.verify(token, &digest).await?;
         // Believed again until `exp` (minus the leeway it was given) or VERIFIED_FOR.
         let left = exp.saturating_sub(crate::clock::now());
         let until = Instant::now() + VERIFIED_FOR.min(Duration::from_secs(left));
@@ -146,14 +157,34 @@ impl Verifier {
     }
 
     /// The whole check of a token not seen lately; its principal and its `exp`.
-    async fn verify(&self, token: &str) -> Result<(Principal, u64), Refusal> {
+    async fn verify(&self, token: &str, digest: &[u8; 32]) -> Result<(Principal, u64), Refusal> {
         // Not shaped like a JWT: an opaque token, for the introspection endpoint.
         if token.split('.').count() != 3
             && let Some(i) = &self.introspection
         {
-            let claims = i
+            {
+                let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some((why, until)) = refused.get(digest)
+                    && Instant::now() < *until
+                {
+                    return Err(Refusal::Invalid(why.clone()));
+                }
+                refused.retain(|_, (_, until)| Instant::now() < *until);
+            }
+            let claims = match i
                 .claims(token, &self.issuer, &self.audience, self.leeway)
-                .await?;
+                .await
+            {
+                Ok(c) => c,
+                Err(Refusal::Invalid(why)) => {
+                    let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+                    if refused.len() < MAX_VERIFIED {
+                        refused.insert(*digest, (why.clone(), Instant::now() + REFUSED_FOR));
+                    }
+                    return Err(Refusal::Invalid(why));
+                }
+                Err(other) => return Err(other),
+            };
             let principal = self.principal(&claims)?;
             self.scoped(&principal)?;
             let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
@@ -226,12 +257,19 @@ impl Verifier {
     async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Refusal> {
         let mut keys = self.keys.lock().await;
         let stale = keys.fetched.is_none_or(|t| t.elapsed() > MAX_KEY_AGE);
-        if stale && let Err(e) = self.fetch(&mut keys).await {
+        let resting = keys.failed.is_some_and(|t| t.elapsed() < REFETCH_INTERVAL);
+        if stale
+            && !resting
+            && let Err(e) = self.fetch(&mut keys).await
+        {
             // An old set still serves while the provider is away.
-            if keys.set.is_empty() {
-                return Err(Refusal::Unavailable(e.to_string()));
-            }
-            tracing::warn!("{e}; using the key set fetched before");
+            keys.failed = Some(Instant::now());
+            tracing::warn!("{e}; using the key set fetched before, if any");
+        }
+        if keys.set.is_empty() {
+            return Err(Refusal::Unavailable(
+                "the identity provider's keys could not be fetched".into(),
+            ));
         }
         if let Some(k) = pick(&keys.set, kid, alg)? {
             return Ok(k);
@@ -280,6 +318,7 @@ impl Verifier {
         tracing::debug!(keys = usable.len(), "fetched the issuer's key set");
         keys.set = usable;
         keys.fetched = Some(Instant::now());
+        keys.failed = None;
         keys.uri = Some(uri);
         Ok(())
     }
