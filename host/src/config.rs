@@ -114,6 +114,9 @@ pub struct ServerSpec {
     pub written: Written,
     /// `"sandbox"`: what a stdio server's process may touch (`mcp::sandbox`).
     pub sandbox: Sandbox,
+    /// `"per_user": true`: behind a team gateway, each user gets a process (or
+    /// connection) of their own; anywhere else there is one user, and this changes nothing.
+    pub per_user: bool,
 }
 
 /// A stdio entry's `"sandbox"`.
@@ -872,6 +875,7 @@ impl ServerSpec {
             task_deadline: DEFAULT_TASK_DEADLINE,
             written,
             sandbox: Sandbox::Unset,
+            per_user: false,
         }
     }
 }
@@ -1118,7 +1122,13 @@ fn parse_server(
             ));
         }
     };
+    let per_user = match e.get("per_user") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(("per_user", "must be true or false".into())),
+    };
     Ok(ServerSpec {
+        per_user,
         sandbox,
         written,
         name: name.to_owned(),

@@ -32,6 +32,7 @@ use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 mod content;
 pub mod elicit;
 pub mod http;
+pub mod per_user;
 pub mod team;
 mod user;
 
@@ -109,6 +110,8 @@ pub struct Gateway {
     search: ToolSearch,
     /// The team gateway's policy, limits and metrics; `None` for one local user.
     team: Option<Arc<Team>>,
+    /// A team's servers that run once per user, and each user's session of them.
+    per_user: Option<per_user::PerUserServers>,
     expose_all: bool,
     exposure: Exposure,
     /// A client greeted us with `initialize`: it hears of list changes unasked.
@@ -137,19 +140,20 @@ impl Gateway {
         exposure: Exposure,
         forward: Arc<Forward>,
     ) -> Arc<Gateway> {
-        Gateway::build(session, search, exposure, forward, None)
+        Gateway::build(session, search, exposure, forward, None, None)
     }
 
     /// A team gateway: each request runs as the user its token names, under `team`'s
-    /// policy and limits.
+    /// policy and limits; calls to `per_user`'s servers go to the user's own session.
     pub fn for_team(
         session: Arc<Session>,
         search: ToolSearch,
         exposure: Exposure,
         forward: Arc<Forward>,
         team: Arc<Team>,
+        per_user: Option<per_user::PerUserServers>,
     ) -> Arc<Gateway> {
-        Gateway::build(session, search, exposure, forward, Some(team))
+        Gateway::build(session, search, exposure, forward, Some(team), per_user)
     }
 
     fn build(
@@ -158,17 +162,26 @@ impl Gateway {
         exposure: Exposure,
         forward: Arc<Forward>,
         team: Option<Arc<Team>>,
+        per_user: Option<per_user::PerUserServers>,
     ) -> Arc<Gateway> {
         Arc::new(Gateway {
             session,
             search,
             team,
+            per_user,
             expose_all: exposure != Exposure::Search,
             exposure,
             initialized: AtomicBool::new(false),
             listeners: Mutex::default(),
             forward,
         })
+    }
+
+    /// Closes every user's own servers (the shared session is the caller's to close).
+    pub async fn close_users(&self) {
+        if let Some(p) = &self.per_user {
+            p.close().await;
+        }
     }
 
     /// Serves MCP on `input`/`output` (newline-delimited JSON) until `input` ends.
@@ -611,17 +624,27 @@ impl Gateway {
 
     /// Calls the tool through the session; every outcome is a tool result.
     async fn run_call(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Value {
-        let call = self.session.call(name, args);
-        let called = match progress {
-            Some(sink) => PROGRESS.scope(sink, call).await,
-            None => call.await,
-        };
-        match called {
-            Ok(out) => serde_json::to_value(&out).unwrap_or_else(|e| {
-                text_result(&format!("edgar could not encode the result: {e}"), true)
-            }),
-            Err(e) => text_result(&failure(&e), true),
-        }
+        run_call_in(&self.session, name, args, progress).await
+    }
+}
+
+/// Calls the tool through `session`; every outcome is a tool result.
+async fn run_call_in(
+    session: &Session,
+    name: &str,
+    args: Value,
+    progress: Option<ProgressSink>,
+) -> Value {
+    let call = session.call(name, args);
+    let called = match progress {
+        Some(sink) => PROGRESS.scope(sink, call).await,
+        None => call.await,
+    };
+    match called {
+        Ok(out) => serde_json::to_value(&out).unwrap_or_else(|e| {
+            text_result(&format!("edgar could not encode the result: {e}"), true)
+        }),
+        Err(e) => text_result(&failure(&e), true),
     }
 }
 

@@ -48,6 +48,7 @@ pub fn spec(name: &str, command: &str, args: &[&str], env: &[(&str, String)]) ->
         protocol: Default::default(),
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
         sandbox: Default::default(),
+        per_user: false,
         written: edgar_host::config::Written {
             target: command.into(),
             args: args.iter().map(|s| s.to_string()).collect(),

@@ -281,7 +281,11 @@ forbid(principal, action == Action::"call_tool", resource == Tool::"f__die");
 "#;
 
 fn write_config(home: &Path, port: u16, issuer: &str, extra: Value) -> PathBuf {
-    std::fs::write(home.join("team.cedar"), POLICY).unwrap_or_else(|e| panic!("{e}"));
+    write_config_with(home, port, issuer, extra, POLICY)
+}
+
+fn write_config_with(home: &Path, port: u16, issuer: &str, extra: Value, policy: &str) -> PathBuf {
+    std::fs::write(home.join("team.cedar"), policy).unwrap_or_else(|e| panic!("{e}"));
     let mut config = json!({
         "resource": format!("http://127.0.0.1:{port}/mcp"),
         "issuer": issuer,
@@ -386,9 +390,13 @@ impl Team {
     }
 
     fn start(home: &Path, servers: Value, extra: Value, idp: &Idp) -> Team {
+        Team::start_with(home, servers, extra, idp, POLICY)
+    }
+
+    fn start_with(home: &Path, servers: Value, extra: Value, idp: &Idp, policy: &str) -> Team {
         user_config(home, servers);
         let port = free_port();
-        let config = write_config(home, port, &idp.base, extra);
+        let config = write_config_with(home, port, &idp.base, extra, policy);
         if let Ok(mut a) = idp.audience.lock() {
             *a = format!("http://127.0.0.1:{port}/mcp");
         }
@@ -1213,4 +1221,51 @@ fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_th
         Ok(team) => assert_eq!(team.stop(), Some(0)),
         Err(_) => panic!("a worker still holds the gateway"),
     }
+}
+
+#[test]
+fn a_per_user_server_runs_once_for_each_user_and_one_users_crash_is_theirs_alone() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("per-user");
+    let servers = json!({"f": {"command": FAKE, "args": ["good"], "per_user": true,
+                               "env": {"EDGAR_TEST_TAG": t}}});
+    let everything = "permit(principal, action, resource);";
+    let team = Team::start_with(home.path(), servers, json!({}), &idp, everything);
+    let ada = key.token(Some("k"), &claims(&idp, &team.resource, "ada", &["eng"]));
+    let bob = key.token(Some("k"), &claims(&idp, &team.resource, "bob", &["eng"]));
+    for token in [&ada, &bob] {
+        let found = text(&team.call(token, 1, "tool_search", json!({"query": "echo die"})));
+        assert!(
+            found.contains("f__echo") && found.contains("f__die"),
+            "{found}"
+        );
+    }
+    // The search discovered the server once (one process); each user's first call
+    // starts their own.
+    let discovered = procs_with_tag(&t).len();
+    assert_eq!(discovered, 1);
+    assert_eq!(
+        text(&team.call(&ada, 2, "f__echo", json!({"text": "a"}))),
+        "a"
+    );
+    assert_eq!(
+        text(&team.call(&bob, 2, "f__echo", json!({"text": "b"}))),
+        "b"
+    );
+    assert_eq!(
+        text(&team.call(&ada, 3, "f__echo", json!({"text": "a2"}))),
+        "a2"
+    );
+    assert_eq!(procs_with_tag(&t).len(), discovered + 2);
+    // Ada's process dies in her call; Bob's goes on.
+    let m = team.call(&ada, 4, "f__die", json!({}));
+    assert_eq!(m["result"]["isError"], true, "{m}");
+    assert_eq!(
+        text(&team.call(&bob, 5, "f__echo", json!({"text": "still here"}))),
+        "still here"
+    );
+    assert_eq!(procs_with_tag(&t).len(), discovered + 1);
+    finish(team, &t);
 }

@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
+use edgar_host::gateway::per_user::PerUserServers;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
 use edgar_host::tools::search_tool::ToolSearch;
@@ -87,9 +88,14 @@ pub fn run(
             None => (None, None),
         };
         let gateway = match &team {
-            Some(t) => Gateway::for_team(session.clone(), search, exposure, forward, t.clone()),
+            Some(t) => {
+                let per_user = per_user_servers(&config, &cwd, &forward);
+                Gateway::for_team(session.clone(), search, exposure, forward, t.clone(), per_user)
+            }
             None => Gateway::new(session.clone(), search, exposure, forward),
         };
+        // Kept to close each user's own servers after serving.
+        let users = gateway.clone();
         let served = match (http, team) {
             (Some(addr), Some(team)) => {
                 let listener = tokio::net::TcpListener::bind(addr)
@@ -139,6 +145,7 @@ pub fn run(
                     .context("serving MCP on stdio"),
             },
         };
+        users.close_users().await;
         session.close().await;
         served?;
         Ok(ExitCode::SUCCESS)
@@ -150,6 +157,24 @@ pub struct Listen {
     pub http: Option<SocketAddr>,
     pub gateway_config: Option<PathBuf>,
     pub unix: Option<PathBuf>,
+}
+
+/// The servers marked `"per_user"`, each user's session of them made from the same
+/// config and options as the shared one; `None` when there are none.
+fn per_user_servers(
+    config: &edgar_host::config::Config,
+    cwd: &std::path::Path,
+    forward: &Arc<Forward>,
+) -> Option<PerUserServers> {
+    let mut theirs = config.clone();
+    theirs.servers.retain(|s| s.per_user);
+    if theirs.servers.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = theirs.servers.iter().map(|s| s.name.clone()).collect();
+    let (cwd, forward) = (cwd.to_owned(), forward.clone());
+    let make = move || session_with(&theirs, &cwd, forward.clone());
+    Some(PerUserServers::new(names, Box::new(make)))
 }
 
 /// Resolves at the first SIGTERM or SIGINT (a team gateway then drains); never, when

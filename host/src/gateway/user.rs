@@ -84,7 +84,14 @@ impl Gateway {
             ));
         }
         let started = std::time::Instant::now();
-        let result = self.run_call(tool.name(), args, progress).await;
+        let result = match &self.per_user {
+            // The user's own process of a per-user server.
+            Some(p) if p.serves(server) => {
+                let session = p.session_for(caller.key());
+                super::run_call_in(&session, tool.name(), args, progress).await
+            }
+            _ => self.run_call(tool.name(), args, progress).await,
+        };
         let outcome = if result["isError"] == true {
             Outcome::ToolError
         } else {
