@@ -47,6 +47,7 @@ fn spec(dir: &Path, sandbox: Sandbox) -> ServerSpec {
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
         written: Default::default(),
         sandbox,
+        per_user: false,
     }
 }
 

@@ -53,6 +53,7 @@ async fn edgar(dir: &std::path::Path, protocol: ProtocolChoice) -> (Duration, Du
         protocol,
         task_deadline: edgar_host::config::DEFAULT_TASK_DEADLINE,
         sandbox: Default::default(),
+        per_user: false,
         written: Default::default(),
     };
     let config = Config {
