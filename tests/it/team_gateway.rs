@@ -1206,6 +1206,12 @@ fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_th
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!out.status.success());
+    let mut list = Command::new(EDGAR);
+    let out = in_home(list.args(["mcp", "list"]), home.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("per user"), "{listed}");
     let seen = upstream
         .requests
         .lock()

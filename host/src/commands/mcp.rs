@@ -131,6 +131,18 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     "callback_port": o.callback_port,
                 });
             }
+            if o.grant != edgar_host::config::Grant::AuthorizationCode {
+                out["oauth"]["grant"] = json!(o.grant.as_str());
+            }
+            if let Some(t) = &o.token_endpoint {
+                out["oauth"]["token_endpoint"] = json!(t);
+            }
+            if let Some(a) = &o.audience {
+                out["oauth"]["audience"] = json!(a);
+            }
+            if spec.per_user {
+                out["per_user"] = json!(true);
+            }
             out["startup_timeout_sec"] = json!(spec.startup_timeout.as_secs_f64());
             out["tool_timeout_sec"] = json!(spec.tool_timeout.as_secs_f64());
             out["digest"] = json!(spec.digest());

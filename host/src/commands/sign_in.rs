@@ -151,6 +151,8 @@ pub enum SignIn {
     },
     None,
     Unknown(String),
+    /// Each team gateway user's own token, exchanged from theirs (`token_exchange`).
+    PerUser,
     /// A server whose tokens come without a human (`oauth.grant`).
     Unattended {
         grant: Grant,
@@ -175,6 +177,7 @@ impl SignIn {
             },
             SignIn::None => "not signed in".into(),
             SignIn::Unknown(_) => "sign-in unknown".into(),
+            SignIn::PerUser => "per user: each team gateway user's own token, exchanged".into(),
             SignIn::Unattended { grant, state } => match **state {
                 SignIn::None => format!("{}: token fetched on first use", grant.as_str()),
                 SignIn::SignedIn {
@@ -208,6 +211,7 @@ impl SignIn {
             }
             SignIn::None => json!({"state": "none"}),
             SignIn::Unknown(why) => json!({"state": "unknown", "reason": why}),
+            SignIn::PerUser => json!({"state": "per-user", "grant": Grant::TokenExchange.as_str()}),
             SignIn::Unattended { grant, state } => {
                 let mut v = state.json();
                 v["grant"] = json!(grant.as_str());
@@ -231,6 +235,11 @@ pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
     for spec in &config.servers {
         if matches!(spec.transport, Transport::Stdio { .. }) {
             out.push(None);
+            continue;
+        }
+        // Nothing is stored for it: each team user's token is exchanged when they call.
+        if spec.oauth.grant == Grant::TokenExchange {
+            out.push(Some(SignIn::PerUser));
             continue;
         }
         let state = match &store {
