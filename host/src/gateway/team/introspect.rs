@@ -5,8 +5,16 @@
 
 use serde_json::Value;
 
-use super::token::Refusal;
 use crate::auth::mcp::token::{self, Client};
+
+/// Why an opaque token is not believed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected {
+    /// The answer says it is not a token for this gateway now.
+    Invalid(String),
+    /// The endpoint could not be asked (retry later).
+    Unavailable(String),
+}
 
 /// The introspection endpoint and the gateway's client there.
 pub struct Introspection {
@@ -41,9 +49,9 @@ impl Introspection {
         issuer: &str,
         audience: &str,
         leeway: u64,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<Value, Rejected> {
         let http =
-            crate::auth::oauth::http_client().map_err(|e| Refusal::Unavailable(e.to_string()))?;
+            crate::auth::oauth::http_client().map_err(|e| Rejected::Unavailable(e.to_string()))?;
         let form = vec![
             ("token", token.to_owned()),
             ("token_type_hint", "access_token".to_owned()),
@@ -56,7 +64,7 @@ impl Introspection {
             "the introspection endpoint",
         )
         .await
-        .map_err(|e| Refusal::Unavailable(format!("introspection failed: {}", e.into_error())))?;
+        .map_err(|e| Rejected::Unavailable(format!("introspection failed: {}", e.into_error())))?;
         check(answer, issuer, audience, leeway, crate::clock::now())
     }
 }
@@ -67,8 +75,8 @@ fn check(
     audience: &str,
     leeway: u64,
     now: u64,
-) -> Result<Value, Refusal> {
-    let invalid = |why: &str| Err(Refusal::Invalid(why.into()));
+) -> Result<Value, Rejected> {
+    let invalid = |why: &str| Err(Rejected::Invalid(why.into()));
     if answer.get("active") != Some(&Value::Bool(true)) {
         return invalid("the identity provider says the token is not active");
     }
@@ -123,7 +131,7 @@ mod tests {
             let mut a = good.clone();
             a[change] = value;
             match check(a, "https://idp", "https://gw/mcp", 60, 900) {
-                Err(Refusal::Invalid(why)) => assert!(why.contains(says), "{change}: {why}"),
+                Err(Rejected::Invalid(why)) => assert!(why.contains(says), "{change}: {why}"),
                 other => panic!("{change}: {other:?}"),
             }
         }

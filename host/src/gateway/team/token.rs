@@ -18,7 +18,7 @@ use sha2::Digest as _;
 
 use super::TeamError;
 use super::config::TeamConfig;
-use super::introspect::Introspection;
+use super::introspect::{Introspection, Rejected};
 use crate::auth::mcp::discovery;
 
 /// Algorithms a token may be signed with: never `none`, never HMAC (a public key used
@@ -176,14 +176,14 @@ impl Verifier {
                 .await
             {
                 Ok(c) => c,
-                Err(Refusal::Invalid(why)) => {
+                Err(Rejected::Invalid(why)) => {
                     let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
                     if refused.len() < MAX_VERIFIED {
                         refused.insert(*digest, (why.clone(), Instant::now() + REFUSED_FOR));
                     }
                     return Err(Refusal::Invalid(why));
                 }
-                Err(other) => return Err(other),
+                Err(Rejected::Unavailable(why)) => return Err(Refusal::Unavailable(why)),
             };
             let principal = self.principal(&claims)?;
             self.scoped(&principal)?;
