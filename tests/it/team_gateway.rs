@@ -843,6 +843,14 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
             .all(|l| l["event"] != "call" || l["user"].is_string()),
         "a call without its user: {trail}"
     );
+    // The server's discovery (its tools pinned), caused by ada's first search, names
+    // her too: the user is carried into the discovery task.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "pinned" && l["user"] == "ada"),
+        "{trail}"
+    );
     let denied: Vec<&Value> = lines.iter().filter(|l| l["event"] == "denied").collect();
     assert_eq!(denied.len(), 1, "{trail}");
     assert_eq!(denied[0]["user"], "ada");

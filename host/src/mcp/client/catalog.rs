@@ -145,14 +145,19 @@ impl Session {
             let inner = self.0.clone();
             let n = name.clone();
             // A team gateway's user who caused the discovery is carried into it: a
-            // per-user server is discovered with that user's own token.
+            // per-user server is discovered with that user's own token, and the audit
+            // lines it writes (a start) name that user.
             let subject = crate::auth::bearer::SUBJECT
                 .try_with(crate::auth::bearer::Subject::clone)
                 .ok();
             let task = tokio::spawn(async move {
                 let work = inner.tools_for(&n, false);
                 match subject {
-                    Some(s) => crate::auth::bearer::SUBJECT.scope(s, work).await,
+                    Some(s) => {
+                        let user = s.sub.clone();
+                        let work = crate::auth::bearer::SUBJECT.scope(s, work);
+                        crate::trust::audit::ACTOR.scope(user, work).await
+                    }
                     None => work.await,
                 }
             });
