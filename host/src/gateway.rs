@@ -462,6 +462,10 @@ impl Gateway {
                 "The MCP server {server}, served by edgar: everything it sends passes edgar's guard."
             );
         }
+        // A team's users learn the servers from what they may search, not from here.
+        if self.team.is_some() {
+            return INSTRUCTIONS.to_owned();
+        }
         let names: Vec<&str> = self.session.server_names().collect();
         if names.is_empty() {
             return format!("{INSTRUCTIONS} No MCP server is configured.");
@@ -564,10 +568,12 @@ impl Gateway {
                 let before = self.search.found_by(user).len();
                 let allowed =
                     |t: &SanitizedTool| self.permits(caller, Action::ListTools, t).allowed();
-                let reply = self
-                    .search
-                    .search_for(&self.session, query, user, &allowed)
-                    .await;
+                let scope = search_tool::Scope {
+                    user,
+                    allowed: &allowed,
+                    failures_shown: self.team.is_none(),
+                };
+                let reply = self.search.search_for(&self.session, query, &scope).await;
                 if self.search.found_by(user).len() > before {
                     self.list_changed(tx).await;
                 }

@@ -1283,3 +1283,42 @@ fn a_per_user_server_runs_once_for_each_user_and_one_users_crash_is_theirs_alone
     assert_eq!(procs_with_tag(&t).len(), discovered + 1);
     finish(team, &t);
 }
+
+#[test]
+fn a_team_user_learns_no_server_names_or_failures_the_policy_does_not_show() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("names");
+    let servers = json!({
+        "f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}},
+        "hr-payroll": {"command": "/nonexistent/payroll-secret-path"},
+    });
+    let team = Team::start(home.path(), servers, json!({}), &idp);
+    let ada = key.token(Some("k"), &claims(&idp, &team.resource, "ada", &["eng"]));
+    let (_, m) = team.rpc(
+        &ada,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let instructions = m["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(instructions.contains("tool_search"), "{m}");
+    assert!(!instructions.contains("hr-payroll"), "{instructions}");
+    let found = text(&team.call(&ada, 2, "tool_search", json!({"query": "echo"})));
+    assert!(found.contains("f__echo"), "{found}");
+    assert!(
+        found.contains("1 of the gateway's servers could not be searched"),
+        "{found}"
+    );
+    assert!(
+        !found.contains("hr-payroll") && !found.contains("payroll-secret-path"),
+        "{found}"
+    );
+    // The administrator reads which and why in the gateway's log, once.
+    team.call(&ada, 3, "tool_search", json!({"query": "echo again"}));
+    let log = team.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(log.matches("payroll-secret-path").count(), 1, "{log}");
+    finish(team, &t);
+}

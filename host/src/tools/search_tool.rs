@@ -7,7 +7,7 @@
 //! While no server runs, the index of the cached catalog is loaded from its file
 //! ([`search::store`]) instead of rebuilt; a complete catalog's index is written there.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -89,6 +89,15 @@ impl SearchReply {
     }
 }
 
+/// Whose search it is: the user whose found tools it grows ("" for the one local user),
+/// the tools they may see, and whether they may read which servers could not be
+/// searched and why (a team's users may not: names and failures are the gateway's).
+pub struct Scope<'a> {
+    pub user: &'a str,
+    pub allowed: &'a (dyn Fn(&SanitizedTool) -> bool + Sync),
+    pub failures_shown: bool,
+}
+
 /// The session's search state: the index (rebuilt only when the catalog changes) and
 /// the tools found so far.
 pub struct ToolSearch {
@@ -96,6 +105,8 @@ pub struct ToolSearch {
     state: Mutex<State>,
     /// Hears how many tools are about to be embedded (a CLI shows it; first search only).
     progress: Arc<dyn Fn(usize) + Send + Sync>,
+    /// "Not searched" lines already logged for a search that may not show them.
+    told: Mutex<HashSet<String>>,
 }
 
 #[derive(Default)]
@@ -113,6 +124,7 @@ impl ToolSearch {
             reserve,
             state: Mutex::new(State::default()),
             progress: Arc::new(|_| {}),
+            told: Mutex::default(),
         }
     }
 
@@ -256,19 +268,39 @@ impl ToolSearch {
 
     /// Runs one search.
     pub async fn search(&self, session: &Session, query: &str) -> SearchReply {
-        self.search_for(session, query, "", &|_| true).await
+        let everything = Scope {
+            user: "",
+            allowed: &|_| true,
+            failures_shown: true,
+        };
+        self.search_for(session, query, &everything).await
     }
 
-    /// Runs one search for `user`, among the tools `allowed` admits (what a policy lets
-    /// them see); what it returns joins that user's found tools only.
+    /// Runs one search as `scope` says: among the tools it admits, growing its user's
+    /// found tools only.
     pub async fn search_for(
         &self,
         session: &Session,
         query: &str,
-        user: &str,
-        allowed: &(dyn Fn(&SanitizedTool) -> bool + Sync),
+        scope: &Scope<'_>,
     ) -> SearchReply {
+        let (user, allowed) = (scope.user, scope.allowed);
         let (index, unavailable) = self.index(session).await;
+        let unavailable = if scope.failures_shown || unavailable.is_empty() {
+            unavailable
+        } else {
+            // Said once each in the gateway's log, where its administrator reads it.
+            let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+            for u in &unavailable {
+                if told.insert(u.clone()) {
+                    tracing::warn!("not searched (the user is not told which or why): {u}");
+                }
+            }
+            vec![format!(
+                "{} of the gateway's servers could not be searched now; its log says which and why.",
+                unavailable.len()
+            )]
+        };
         let query_shown = crate::text::shown(query);
         let query_vector = match semantic::encoder() {
             Ok(encoder) if index.has_vectors() => {
