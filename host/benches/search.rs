@@ -14,8 +14,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use edgar_host::guard::{AdapterSource, Guard, SanitizedTool};
-use edgar_host::tools::search::semantic::{self, Availability};
-use edgar_host::tools::search::{MAX_MATCHES, RESERVE, SearchIndex, model, schema_text, store};
+use edgar_host::tools::search::model::Encoder;
+use edgar_host::tools::search::semantic;
+use edgar_host::tools::search::{MAX_MATCHES, RESERVE, SearchIndex, schema_text, store};
 use edgar_host::tools::tokens;
 
 type Queries = Vec<(String, Vec<String>)>;
@@ -31,57 +32,48 @@ fn main() {
     let lexical = SearchIndex::new(corpus.clone());
     let build = t.elapsed();
 
-    let encoder = match semantic::availability() {
-        Availability::Ready(e) => Some(e),
-        Availability::Off(why) => {
-            eprintln!("{why}");
-            None
-        }
-    };
-    let mut embed_time = None;
-    let mut corpus_vectors = Vec::new();
-    let fused = encoder.map(|e| {
-        let texts: Vec<String> = corpus.iter().map(semantic::doc_text).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let t = Instant::now();
-        let vectors = e
-            .embed(&refs, semantic::DOC_TOKENS)
-            .unwrap_or_else(|err| panic!("{err}"));
-        embed_time = Some(t.elapsed());
-        corpus_vectors = vectors.concat();
-        SearchIndex::new(corpus.clone()).with_vectors(corpus_vectors.clone())
-    });
+    // Each encoder there is: the bundled one always, the installed one when present.
+    let mut encoders: Vec<Measured> = Vec::new();
+    // The first process expands the bundled weights and keeps them; later ones map them.
+    let kept_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kept = kept_dir.path().join("expanded.f32");
+    let t = Instant::now();
+    drop(Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}")));
+    let first_load = t.elapsed();
+    let t = Instant::now();
+    let bundled = Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}"));
+    let bundled_load = t.elapsed();
+    encoders.push(Measured::new(
+        "bundled paraphrase-MiniLM-L3-v2 (4-bit)",
+        bundled,
+        bundled_load,
+        &corpus,
+    ));
+    match semantic::model_dir().map(|d| (Instant::now(), Encoder::load(&d))) {
+        Some((t, Ok(e))) => encoders.push(Measured::new(
+            "installed all-MiniLM-L6-v2",
+            e,
+            t.elapsed(),
+            &corpus,
+        )),
+        _ => eprintln!("all-MiniLM-L6-v2 is not installed: its rows are left out"),
+    }
 
     println!(
-        "| tool_search over the corpus | own, by words | own, fused | dev, by words | dev, fused |"
+        "| ranking | dev recall@1 | dev recall@5 | dev recall@10 | dev MRR | dev within RESERVE ({RESERVE} tokens) | own recall@5 | own within RESERVE |"
     );
-    println!("|---|---|---|---|---|");
-    let runs: Vec<Eval> = [(&own, false), (&own, true), (&dev, false), (&dev, true)]
-        .into_iter()
-        .map(|(q, semantic)| match (semantic, &fused) {
-            (false, _) => evaluate(&lexical, None, q),
-            (true, Some(ix)) => evaluate(ix, encoder, q),
-            (true, None) => Eval::default(),
-        })
-        .collect();
-    let row = |name: &str, f: &dyn Fn(&Eval) -> String| {
-        let cells: Vec<String> = runs.iter().map(f).collect();
-        println!("| {name} | {} |", cells.join(" | "));
+    println!("|---|---|---|---|---|---|---|---|");
+    let line = |name: &str, ix: &SearchIndex, enc: Option<&Encoder>| {
+        let (d, o) = (evaluate(ix, enc, &dev), evaluate(ix, enc, &own));
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} ({:.1} tools) | {:.3} | {:.3} |",
+            d.r1, d.r5, d.r10, d.mrr, d.reserve, d.returned, o.r5, o.reserve
+        );
     };
-    row("queries", &|e| e.n.to_string());
-    row("recall@1", &|e| e.cell(e.r1));
-    row("recall@5", &|e| e.cell(e.r5));
-    row("MRR", &|e| e.cell(e.mrr));
-    row(&format!("recall within RESERVE ({RESERVE} tokens)"), &|e| {
-        e.cell(e.reserve)
-    });
-    row("tools returned within RESERVE (mean)", &|e| {
-        if e.n == 0 {
-            "-".into()
-        } else {
-            format!("{:.1}", e.returned)
-        }
-    });
+    line("words only (BM25F)", &lexical, None);
+    for m in &encoders {
+        line(&format!("{}, fused", m.name), &m.fused, Some(&m.encoder));
+    }
 
     println!();
     println!("| cost | result |");
@@ -108,7 +100,7 @@ fn main() {
         .collect();
     let big_n = big_tools.len();
     let t = Instant::now();
-    let big = SearchIndex::new(big_tools);
+    let big = SearchIndex::new(big_tools.clone());
     println!(
         "| lexical index build, {big_n} tools | {:.1} ms |",
         ms(t.elapsed())
@@ -118,11 +110,21 @@ fn main() {
         ms(latency(&big, None, &own))
     );
     print_stored(&big, "lexical");
-    if let (Some(e), Some(ix), Some(embed)) = (encoder, &fused, embed_time) {
+    for m in &encoders {
+        let e = &m.encoder;
+        if m.name.starts_with("bundled") {
+            println!(
+                "| {}: loading the encoder, first process (expanding and keeping its weights) | {:.1} ms |",
+                m.name,
+                ms(first_load)
+            );
+        }
+        println!("| {}: loading the encoder | {:.1} ms |", m.name, ms(m.load));
         println!(
-            "| embedding the corpus (cold, {} tools, all cores) | {:.1} s |",
+            "| {}: embedding the corpus (cold, {} tools, all cores) | {:.1} s |",
+            m.name,
             corpus.len(),
-            embed.as_secs_f64()
+            m.embed.as_secs_f64()
         );
         let qv = query_vectors(e, &own);
         let mut times: Vec<Duration> = own
@@ -138,17 +140,18 @@ fn main() {
             .collect();
         times.sort();
         println!(
-            "| embedding one query (median) | {:.2} ms |",
+            "| {}: embedding one query (median) | {:.2} ms |",
+            m.name,
             ms(times[times.len() / 2])
         );
         println!(
             "| fused ranking without the query's embedding (median), {} tools | {:.3} ms |",
             corpus.len(),
-            ms(latency(ix, Some(&qv), &own))
+            ms(latency(&m.fused, Some(&qv), &own))
         );
-        print_stored(ix, "fused");
-        let vectors: Vec<f32> = (0..4).flat_map(|_| corpus_vectors.clone()).collect();
-        let big = big.with_vectors(vectors);
+        print_stored(&m.fused, "fused");
+        let vectors: Vec<f32> = (0..4).flat_map(|_| m.vectors.clone()).collect();
+        let big = SearchIndex::new(big_tools.clone()).with_vectors(vectors);
         println!(
             "| fused ranking without the query's embedding (median), {big_n} tools | {:.3} ms |",
             ms(latency(&big, Some(&qv), &own))
@@ -169,8 +172,8 @@ fn main() {
         100.0 * names_only as f64 / all_schemas as f64
     );
     if show_misses {
-        let (ix, enc) = match &fused {
-            Some(ix) => (ix, encoder),
+        let (ix, enc) = match encoders.last() {
+            Some(m) => (&m.fused, Some(&m.encoder)),
             None => (&lexical, None),
         };
         for (q, expect) in &dev {
@@ -185,24 +188,45 @@ fn main() {
     }
 }
 
+/// An encoder with the corpus embedded by it, and its fused index.
+struct Measured {
+    name: &'static str,
+    encoder: Encoder,
+    load: Duration,
+    embed: Duration,
+    vectors: Vec<f32>,
+    fused: SearchIndex,
+}
+
+impl Measured {
+    fn new(name: &'static str, encoder: Encoder, load: Duration, corpus: &[SanitizedTool]) -> Self {
+        let texts: Vec<String> = corpus.iter().map(semantic::doc_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let t = Instant::now();
+        let vectors = encoder
+            .embed(&refs, semantic::DOC_TOKENS)
+            .unwrap_or_else(|err| panic!("{err}"))
+            .concat();
+        let embed = t.elapsed();
+        Measured {
+            name,
+            load,
+            embed,
+            fused: SearchIndex::new(corpus.to_vec()).with_vectors(vectors.clone()),
+            vectors,
+            encoder,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Eval {
-    n: usize,
     r1: f64,
     r5: f64,
+    r10: f64,
     mrr: f64,
     reserve: f64,
     returned: f64,
-}
-
-impl Eval {
-    fn cell(&self, v: f64) -> String {
-        if self.n == 0 {
-            "- (no model)".into()
-        } else {
-            format!("{v:.3}")
-        }
-    }
 }
 
 /// The index kept on disk: its size, and loading it (median of 11, page cache warm).
@@ -232,23 +256,20 @@ fn print_stored(index: &SearchIndex, what: &str) {
     );
 }
 
-fn ranked_ids(ix: &SearchIndex, enc: Option<&model::Encoder>, q: &str) -> Vec<String> {
+fn ranked_ids(ix: &SearchIndex, enc: Option<&Encoder>, q: &str) -> Vec<String> {
     ranked(ix, enc, q)
         .iter()
         .map(|&(i, _)| format!("{}/{}", ix.names(i).server, ix.names(i).tool))
         .collect()
 }
 
-fn ranked(ix: &SearchIndex, enc: Option<&model::Encoder>, q: &str) -> Vec<(usize, f32)> {
+fn ranked(ix: &SearchIndex, enc: Option<&Encoder>, q: &str) -> Vec<(usize, f32)> {
     let qv = enc.and_then(|e| e.embed(&[q], semantic::QUERY_TOKENS).ok()?.pop());
     ix.rank_with(q, qv.as_deref(), MAX_MATCHES)
 }
 
-fn evaluate(ix: &SearchIndex, enc: Option<&model::Encoder>, queries: &Queries) -> Eval {
-    let mut e = Eval {
-        n: queries.len(),
-        ..Eval::default()
-    };
+fn evaluate(ix: &SearchIndex, enc: Option<&Encoder>, queries: &Queries) -> Eval {
+    let mut e = Eval::default();
     for (q, expect) in queries {
         let ranked = ranked(ix, enc, q);
         let ids: Vec<String> = ranked
@@ -258,6 +279,7 @@ fn evaluate(ix: &SearchIndex, enc: Option<&model::Encoder>, queries: &Queries) -
         if let Some(p) = ids.iter().position(|id| expect.contains(id)) {
             e.r1 += f64::from(p == 0);
             e.r5 += f64::from(p < 5);
+            e.r10 += f64::from(p < 10);
             e.mrr += 1.0 / (p as f64 + 1.0);
         }
         // What `ToolSearch::search` returns: best first while the next schema fits.
@@ -280,6 +302,7 @@ fn evaluate(ix: &SearchIndex, enc: Option<&model::Encoder>, queries: &Queries) -
     for v in [
         &mut e.r1,
         &mut e.r5,
+        &mut e.r10,
         &mut e.mrr,
         &mut e.reserve,
         &mut e.returned,
@@ -289,7 +312,7 @@ fn evaluate(ix: &SearchIndex, enc: Option<&model::Encoder>, queries: &Queries) -
     e
 }
 
-fn query_vectors(e: &model::Encoder, queries: &Queries) -> Vec<Vec<f32>> {
+fn query_vectors(e: &Encoder, queries: &Queries) -> Vec<Vec<f32>> {
     queries
         .iter()
         .map(|(q, _)| {

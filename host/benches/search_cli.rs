@@ -1,10 +1,11 @@
 //! A whole `edgar tool-search` process on a warm cache holding the real corpus (106
-//! servers, 2,506 tools, their commands nonexistent, so nothing can start): by words only
-//! (no model) and with the semantic stage (model installed, tool vectors cached by a
-//! first run). Prints a Markdown table of medians.
+//! servers, 2,506 tools, their commands nonexistent, so nothing can start), with each
+//! encoder: none (words only), the bundled one (a fresh machine's default) and the
+//! installed one, each after a first run that embedded the catalog and filled the caches.
+//! Prints a Markdown table of medians.
 //!
 //! Run with `EDGAR_SEARCH_MODEL=DIR cargo bench -p edgar-host --bench search_cli` (the
-//! semantic row needs the model; `edgar search-model install` puts it in place).
+//! installed model's row needs it; `edgar search-model install` puts it in place).
 
 use std::path::Path;
 use std::process::Command;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use edgar_host::config::ConfigPaths;
 use edgar_host::guard::{AdapterSource, BUILTIN_DIGEST, Guard};
 use edgar_host::mcp::cache::{Entry, ToolCache};
+use edgar_host::tools::search::semantic;
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const RUNS: usize = 21;
@@ -26,23 +28,28 @@ fn main() {
         return;
     }
     let model = std::env::var_os("EDGAR_SEARCH_MODEL");
-    let none = home.path().join("no-model");
-    let mut rows = vec![("by words only (no model)", none.into_os_string())];
+    let none = home.path().join("no-model").into_os_string();
+    let mut rows = vec![
+        ("by words only", none.clone(), "words"),
+        ("bundled paraphrase-MiniLM-L3-v2, fused", none, "auto"),
+    ];
     if let Some(m) = model {
-        rows.push(("fused with the semantic stage", m));
+        rows.push(("installed all-MiniLM-L6-v2, fused", m, "auto"));
     }
     println!("| `edgar tool-search`, warm cache, 2,506 tools | median of {RUNS} runs |");
     println!("|---|---|");
-    for (what, model) in rows {
+    for (what, model, encoder) in rows {
         // The first run embeds (once) and fills the caches; it is not counted.
-        once(home.path(), &model);
-        let mut times: Vec<Duration> = (0..RUNS).map(|_| once(home.path(), &model)).collect();
+        once(home.path(), &model, encoder);
+        let mut times: Vec<Duration> = (0..RUNS)
+            .map(|_| once(home.path(), &model, encoder))
+            .collect();
         times.sort();
         println!("| {what} | {:.1} ms |", times[RUNS / 2].as_secs_f64() * 1e3);
     }
 }
 
-fn once(home: &Path, model: &std::ffi::OsStr) -> Duration {
+fn once(home: &Path, model: &std::ffi::OsStr, encoder: &str) -> Duration {
     let t = Instant::now();
     let out = Command::new(EDGAR)
         .args(["tool-search", QUERY])
@@ -51,6 +58,7 @@ fn once(home: &Path, model: &std::ffi::OsStr) -> Duration {
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("EDGAR_SEARCH_MODEL", model)
+        .env(semantic::ENCODER_VAR, encoder)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let elapsed = t.elapsed();

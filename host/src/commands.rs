@@ -16,12 +16,12 @@ mod trust;
 
 use std::process::ExitCode;
 
-use crate::cli::{AuditCommand, Cli, Command};
+use crate::cli::{AuditCommand, Cli, Command, SearchModelCommand};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Guard(cmd) => guard::run(cmd),
-        Command::SearchModel(cmd) => search::model(cmd),
+        Command::SearchModel { cmd } => search::model(cmd.unwrap_or(SearchModelCommand::Status)),
         Command::Dev(cmd) => dev::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
         Command::Audit(AuditCommand::Verify) => trust::audit_verify(),

