@@ -114,8 +114,8 @@ fn a_damaged_model_file_is_refused_at_load() {
     }
 }
 
-#[test]
-fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
+/// A home whose one server is the real filesystem server over an empty directory.
+fn files_home() -> tempfile::TempDir {
     let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let shared = home.path().join("shared");
@@ -124,6 +124,12 @@ fn the_cli_embeds_a_catalog_once_and_says_when_the_model_is_missing() {
         home.path(),
         json!({"files": {"command": fs, "args": [shared]}}),
     );
+    home
+}
+
+#[test]
+fn the_cli_embeds_a_catalog_once_and_ranks_by_words_when_asked() {
+    let home = files_home();
     let model = model_dir();
     let first = edgar(
         home.path(),
@@ -203,14 +209,7 @@ fn found(r: &Run) -> Vec<String> {
 /// it is, and keeps its expansion and the catalog's vectors for the next search.
 #[test]
 fn a_fresh_home_ranks_by_meaning_with_the_bundled_encoder() {
-    let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let shared = home.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
-    user_config(
-        home.path(),
-        json!({"files": {"command": fs, "args": [shared]}}),
-    );
+    let home = files_home();
     let none = home.path().join("no-model");
     let query = ["tool-search", "how big is this document", "--json"];
     let by_meaning = edgar(home.path(), &none, &query);
@@ -289,14 +288,7 @@ fn index_files(home: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn a_warm_search_loads_the_kept_index_and_a_changed_catalog_rebuilds_it() {
-    let fs = installed("npm/node_modules/.bin/mcp-server-filesystem");
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let shared = home.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
-    user_config(
-        home.path(),
-        json!({"files": {"command": fs, "args": [shared]}}),
-    );
+    let home = files_home();
     let model = model_dir();
     // The answer, and whether the index was loaded from its file or kept in it (the
     // debug log says which).

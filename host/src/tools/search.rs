@@ -354,7 +354,7 @@ impl SearchIndex {
     fn dense(&self, vectors: &[f32], q: &[f32]) -> Vec<(usize, f32)> {
         let mut out: Vec<(usize, f32)> = vectors
             .chunks_exact(model::DIM)
-            .map(|v| dot(v, q))
+            .map(|v| model::dot_product(v, q))
             .enumerate()
             .filter(|(_, s)| *s >= MIN_SIMILARITY)
             .collect();
@@ -520,25 +520,6 @@ impl SearchIndex {
         out.dedup();
         out
     }
-}
-
-/// A dot product in eight independent lanes, which the compiler turns into vector code
-/// (a plain float sum must keep its order and cannot be).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        for k in 0..8 {
-            lanes[k] += x[k] * y[k];
-        }
-    }
-    let tail: f32 = a
-        .chunks_exact(8)
-        .remainder()
-        .iter()
-        .zip(b.chunks_exact(8).remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    lanes.iter().sum::<f32>() + tail
 }
 
 /// The query, cut to [`MAX_QUERY_BYTES`] at a char boundary.

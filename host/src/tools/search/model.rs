@@ -467,6 +467,11 @@ fn few_rows_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32],
     }
 }
 
+/// A dot product (the ranking's cosine of normalized vectors too).
+pub(super) fn dot_product(a: &[f32], b: &[f32]) -> f32 {
+    dot::<false>(a, b)
+}
+
 /// A dot product in sixteen lanes, which the compiler keeps in vector registers.
 #[inline(always)]
 fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
