@@ -201,11 +201,15 @@ impl ToolSearch {
             return (index.clone(), unavailable.clone());
         }
         let before = session.generation();
-        // Which index: the encoder's, or the words-only one.
-        let model = match semantic::encoder() {
+        // Which index: the encoder's, or the words-only one. Loading the encoder can take
+        // a while the first time on a machine (the bundled one expands and keeps its
+        // weights): off the async threads.
+        let model = tokio::task::spawn_blocking(|| match semantic::encoder() {
             Ok(loaded) => loaded.id,
             Err(_) => "words",
-        };
+        })
+        .await
+        .unwrap_or("words");
         if let Some((path, key)) = session.search_index(model)
             && let Ok(Some(index)) =
                 tokio::task::spawn_blocking(move || store::load(&path, &key)).await

@@ -99,7 +99,11 @@ pub fn choice() -> Choice {
     match std::env::var(ENCODER_VAR).as_deref() {
         Ok("words") => return Choice::Words(format!("{ENCODER_VAR}=words")),
         Ok("bundled") => return Choice::Bundled(format!("{ENCODER_VAR}=bundled")),
-        _ => {}
+        Ok("auto" | "") | Err(_) => {}
+        Ok(other) => tracing::warn!(
+            "{ENCODER_VAR}={} is not words, bundled or auto: auto it is",
+            crate::text::shown(other)
+        ),
     }
     let Some(dir) = model_dir() else {
         return Choice::Bundled("no home directory to find all-MiniLM-L6-v2 in".into());
