@@ -112,9 +112,46 @@ pub struct ToolSearch {
 #[derive(Default)]
 struct State {
     index: Option<(u64, Arc<SearchIndex>, Vec<String>)>,
-    /// What each user's searches found, by user ("" for the one local user); the index
-    /// is shared.
-    found: HashMap<String, BTreeMap<String, SanitizedTool>>,
+    /// What each user's searches found; the index is shared.
+    found: Found,
+}
+
+/// Users whose found tools are kept at once (a team gateway's memory stays bounded
+/// however many users come and go).
+const MAX_FOUND_USERS: usize = 1024;
+
+/// What each user's searches found, by user ("" for the one local user). Past
+/// [`MAX_FOUND_USERS`] the user who searched least recently is forgotten (their tools
+/// are callable again after their next search); the local user never is.
+#[derive(Default)]
+struct Found {
+    by_user: HashMap<String, (u64, BTreeMap<String, SanitizedTool>)>,
+    tick: u64,
+}
+
+impl Found {
+    fn get(&self, user: &str) -> Option<&BTreeMap<String, SanitizedTool>> {
+        self.by_user.get(user).map(|(_, f)| f)
+    }
+
+    /// `user`'s found tools, to grow with a search (which makes them the most recent).
+    fn for_search(&mut self, user: &str) -> &mut BTreeMap<String, SanitizedTool> {
+        self.tick += 1;
+        if !self.by_user.contains_key(user) && self.by_user.len() >= MAX_FOUND_USERS {
+            let oldest = self
+                .by_user
+                .iter()
+                .filter(|(u, _)| !u.is_empty())
+                .min_by_key(|(_, (tick, _))| *tick)
+                .map(|(u, _)| u.clone());
+            if let Some(u) = oldest {
+                self.by_user.remove(&u);
+            }
+        }
+        let entry = self.by_user.entry(user.to_owned()).or_default();
+        entry.0 = self.tick;
+        &mut entry.1
+    }
 }
 
 impl ToolSearch {
@@ -359,7 +396,7 @@ impl ToolSearch {
         }
         {
             let mut state = self.lock();
-            let found = state.found.entry(user.to_owned()).or_default();
+            let found = state.found.for_search(user);
             for &(i, _) in &ranked {
                 if let Some(t) = index.tool(i)
                     && tools.iter().any(|r| r.name == t.name())
@@ -462,4 +499,31 @@ fn found_text(
         out.push_str(&format!("\nNot searched: {u}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_tools_are_kept_for_the_most_recent_users_and_always_the_local_one() {
+        let mut found = Found::default();
+        found.for_search("");
+        for i in 0..MAX_FOUND_USERS + 10 {
+            found.for_search(&format!("user-{i}"));
+            if i == MAX_FOUND_USERS / 2 {
+                // An early user who searches again stays.
+                found.for_search("user-0");
+            }
+        }
+        assert_eq!(found.by_user.len(), MAX_FOUND_USERS);
+        assert!(found.get("").is_some());
+        assert!(found.get("user-0").is_some());
+        assert!(found.get("user-1").is_none());
+        assert!(
+            found
+                .get(&format!("user-{}", MAX_FOUND_USERS + 9))
+                .is_some()
+        );
+    }
 }
