@@ -62,7 +62,12 @@ pub enum Command {
 pub enum AuditCommand {
     /// Check the whole chain; exits 1 naming the first line that was edited, removed,
     /// reordered or cut off.
-    Verify,
+    Verify {
+        /// The team gateway's trail its replicas share (the config's "state" database,
+        /// keyed by its "state_key_file"), not this user's.
+        #[arg(long, value_name = "FILE")]
+        gateway_config: Option<std::path::PathBuf>,
+    },
     /// The last events.
     Tail {
         /// How many.
@@ -71,6 +76,9 @@ pub enum AuditCommand {
         /// One JSON object per line, as stored.
         #[arg(long)]
         json: bool,
+        /// The team gateway's shared trail (see `verify`).
+        #[arg(long, value_name = "FILE")]
+        gateway_config: Option<std::path::PathBuf>,
     },
 }
 

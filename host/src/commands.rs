@@ -24,8 +24,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::SearchModel { cmd } => search::model(cmd.unwrap_or(SearchModelCommand::Status)),
         Command::Dev(cmd) => dev::run(cmd),
         Command::Mcp(cmd) => mcp::run(cmd),
-        Command::Audit(AuditCommand::Verify) => trust::audit_verify(),
-        Command::Audit(AuditCommand::Tail { n, json }) => trust::audit_tail(n, json),
+        Command::Audit(AuditCommand::Verify { gateway_config }) => {
+            trust::audit_verify(gateway_config.as_deref())
+        }
+        Command::Audit(AuditCommand::Tail {
+            n,
+            json,
+            gateway_config,
+        }) => trust::audit_tail(n, json, gateway_config.as_deref()),
         Command::Login { provider } => account::login(&provider),
         Command::Logout { provider } => account::logout(&provider),
         Command::Account { provider } => account::account(provider.as_deref()),

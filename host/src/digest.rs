@@ -17,6 +17,20 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// 32 bytes from their 64 hex digits (surrounding whitespace ignored), if that is what
+/// `s` holds.
+pub fn from_hex32(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// JSON with object keys sorted (by their UTF-8 bytes) and no insignificant whitespace:
 /// the same value always hashes the same, whatever order a file or a server used.
 pub fn canonical_json(v: &Value) -> String {

@@ -514,6 +514,7 @@ impl Gateway {
             }
             catalog.tools
         } else {
+            self.sync_found(caller).await;
             self.search.found_by(caller.key())
         };
         for t in served {
@@ -574,6 +575,8 @@ impl Gateway {
                     failures_shown: self.team.is_none(),
                 };
                 let reply = self.search.search_for(&self.session, query, &scope).await;
+                let names = reply.tools.iter().map(|t| t.name.clone()).collect();
+                self.share_found(caller, names).await;
                 if self.search.found_by(user).len() > before {
                     self.list_changed(tx).await;
                 }

@@ -114,8 +114,23 @@ pub enum McpError {
         tool: String,
         change: String,
     },
+    /// The audit trail a gateway's replicas share could not take the call's line: the
+    /// call did not run (`ran` false), or ran and its result is withheld. Retryable.
+    #[error("{}", unaudited(*ran, reason))]
+    Unaudited { ran: bool, reason: String },
     #[error(transparent)]
     Guard(#[from] GuardError),
+}
+
+/// What a client is told when the shared audit trail did not take a call's line.
+fn unaudited(ran: bool, reason: &str) -> String {
+    if ran {
+        format!(
+            "the call ran, but its audit line could not be written ({reason}); its result is withheld. The call_begin line records it; retry only if repeating it is safe"
+        )
+    } else {
+        format!("{reason}; the call was not run. Retry in a few seconds")
+    }
 }
 
 impl McpError {
@@ -139,6 +154,7 @@ impl McpError {
             McpError::NeedsApproval { .. } => "needs_approval",
             McpError::Blocked { .. } => "blocked",
             McpError::Quarantined { .. } => "quarantined",
+            McpError::Unaudited { .. } => "unaudited",
             McpError::Guard(_) => "guard",
         }
     }
@@ -161,9 +177,10 @@ impl McpError {
             | McpError::NeedsApproval { server, .. }
             | McpError::Blocked { server, .. }
             | McpError::Quarantined { server, .. } => Some(server),
-            McpError::UnknownTool(_) | McpError::InvalidArguments { .. } | McpError::Guard(_) => {
-                None
-            }
+            McpError::UnknownTool(_)
+            | McpError::InvalidArguments { .. }
+            | McpError::Unaudited { .. }
+            | McpError::Guard(_) => None,
         }
     }
 }

@@ -31,6 +31,9 @@ pub enum TrustError {
     },
     #[error("{0}")]
     Refused(String),
+    /// A shared audit trail did not take a line (its database is unreachable).
+    #[error("the audit trail cannot be written: {0}")]
+    Unwritten(String),
 }
 
 impl TrustError {

@@ -21,6 +21,8 @@ mod mcp_machine;
 mod mcp_real;
 mod mcp_stateless;
 mod mcp_stdio;
+mod postgres;
+mod replicas;
 mod sandbox;
 mod search;
 mod search_model;

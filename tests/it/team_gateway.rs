@@ -23,14 +23,14 @@ use serde_json::{Value, json};
 use crate::mcp_http_faults::{FakeHttp, Resp};
 use crate::mcp_http_real::free_port;
 
-const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
+pub(crate) const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+pub(crate) const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 
-fn tag(test: &str) -> String {
+pub(crate) fn tag(test: &str) -> String {
     format!("{}-team-{test}", std::process::id())
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -42,14 +42,14 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 /// A signing key of the test identity provider, with its public JWK.
-enum Key {
+pub(crate) enum Key {
     Es256(EcdsaKeyPair),
     EdDsa(Ed25519KeyPair),
     Rs256(RsaKeyPair),
 }
 
 impl Key {
-    fn es256() -> Key {
+    pub(crate) fn es256() -> Key {
         let rng = SystemRandom::new();
         let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
         let doc = EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap_or_else(|e| panic!("{e}"));
@@ -84,7 +84,7 @@ impl Key {
         }
     }
 
-    fn jwk(&self, kid: &str) -> Value {
+    pub(crate) fn jwk(&self, kid: &str) -> Value {
         match self {
             Key::Es256(k) => {
                 let p = k.public_key().as_ref();
@@ -120,7 +120,7 @@ impl Key {
     }
 
     /// A JWT of `claims` signed by this key, its header naming `kid`.
-    fn token(&self, kid: Option<&str>, claims: &Value) -> String {
+    pub(crate) fn token(&self, kid: Option<&str>, claims: &Value) -> String {
         let mut header = json!({"alg": self.alg(), "typ": "at+jwt"});
         if let Some(kid) = kid {
             header["kid"] = json!(kid);
@@ -136,10 +136,10 @@ impl Key {
 }
 
 /// The test identity provider: discovery metadata and a key set it can rotate.
-struct Idp {
+pub(crate) struct Idp {
     _rt: tokio::runtime::Runtime,
     http: FakeHttp,
-    base: String,
+    pub(crate) base: String,
     keys: Arc<Mutex<Vec<Value>>>,
     /// The audience its introspection answers name (the gateway's resource).
     audience: Arc<Mutex<String>>,
@@ -149,7 +149,7 @@ struct Idp {
 const INTROSPECTION_SECRET: &str = "gw-introspection-secret";
 
 impl Idp {
-    fn start(jwks: Vec<Value>) -> Idp {
+    pub(crate) fn start(jwks: Vec<Value>) -> Idp {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -261,7 +261,7 @@ impl std::ops::Deref for Team {
     }
 }
 
-const POLICY: &str = r#"
+pub(crate) const POLICY: &str = r#"
 // Engineers see and call every tool of the fake server.
 permit(principal, action, resource in Server::"f")
   when { principal.groups.contains("eng") };
@@ -302,13 +302,19 @@ fn write_config_with(home: &Path, port: u16, issuer: &str, extra: Value, policy:
 }
 
 /// Only the request side of [`Team`], for another thread.
-struct Client {
-    port: u16,
+pub(crate) struct Client {
+    pub(crate) port: u16,
 }
 
 impl Client {
     /// One raw HTTP/1.1 request: (status, headers, body).
-    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))
             .unwrap_or_else(|e| panic!("{e}"));
         let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
@@ -338,7 +344,7 @@ impl Client {
 
     /// An MCP request as `token`'s user; the JSON-RPC message answered (the last one of
     /// an event stream).
-    fn rpc(&self, token: &str, id: u64, method: &str, params: Value) -> (u16, Value) {
+    pub(crate) fn rpc(&self, token: &str, id: u64, method: &str, params: Value) -> (u16, Value) {
         let auth = format!("Bearer {token}");
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let a = self.request(
@@ -482,18 +488,18 @@ impl Drop for Team {
     }
 }
 
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: String,
 }
 
-fn claims(idp: &Idp, resource: &str, sub: &str, groups: &[&str]) -> Value {
+pub(crate) fn claims(idp: &Idp, resource: &str, sub: &str, groups: &[&str]) -> Value {
     json!({"iss": idp.base, "aud": resource, "sub": sub, "groups": groups, "scope": "mcp openid",
            "iat": now(), "exp": now() + 600})
 }
 
-fn text(m: &Value) -> String {
+pub(crate) fn text(m: &Value) -> String {
     m["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

@@ -80,6 +80,17 @@ pub fn session_with(
     cwd: &std::path::Path,
     handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
 ) -> Session {
+    session_with_audit(config, cwd, handler, None)
+}
+
+/// [`session_with`], its calls and decisions written to `audit` when given (a team
+/// gateway's shared trail) instead of the user's own.
+pub fn session_with_audit(
+    config: &Config,
+    cwd: &std::path::Path,
+    handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
+    audit: Option<AuditLog>,
+) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     // A command ends when it has answered: a discovery left running in the background
     // would be cut off at exit and never cached, so the CLI waits for each server (under
@@ -92,6 +103,9 @@ pub fn session_with(
     opts.credentials = store().ok();
     if let Some(store) = opts.credentials.clone() {
         opts = opts.with_audit_key(store);
+    }
+    if audit.is_some() {
+        opts.audit = audit;
     }
     Session::new(config, opts)
 }

@@ -12,15 +12,18 @@ use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
 use edgar_host::gateway::per_user::PerUserServers;
+use edgar_host::gateway::team::config::SharedState;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
+use edgar_host::state::{SharedFound, StateKey, Trail};
 use edgar_host::tools::search_tool::ToolSearch;
+use edgar_host::trust::audit::AuditLog;
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
 
 use crate::cli::ClientKind;
 
-use super::context::{ask_human, guarded, load, note_held, runtime, session_with};
+use super::context::{ask_human, guarded, load, note_held, runtime, session_with_audit};
 
 pub fn run(
     print_config: Option<ClientKind>,
@@ -78,18 +81,35 @@ pub fn run(
         // stdin carries the protocol: nobody can be asked anything there, but the
         // client may ask its user what upstream servers elicit.
         let forward = Forward::new(ask_human(&config, false));
-        let session = Arc::new(session_with(&config, &cwd, forward.clone()));
+        // Replicas sharing state write one audit trail, in the database.
+        let shared_audit = match team.as_ref().and_then(|t| t.state.as_ref()) {
+            Some(state) => Some(shared_audit(state).await?),
+            None => None,
+        };
+        let session = Arc::new(session_with_audit(
+            &config,
+            &cwd,
+            forward.clone(),
+            shared_audit.clone(),
+        ));
         let search = ToolSearch::new(reserve);
         let (team, tls) = match team {
             Some(config) => {
                 let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
-                (Some(Arc::new(Team::start(config).await?)), tls)
+                let mut team = Team::start(config).await?;
+                team.shared_audit = shared_audit.clone();
+                team.shared_found = team
+                    .config
+                    .state
+                    .as_ref()
+                    .map(|s| Arc::new(SharedFound::new(s.database.clone())));
+                (Some(Arc::new(team)), tls)
             }
             None => (None, None),
         };
         let gateway = match &team {
             Some(t) => {
-                let per_user = per_user_servers(&config, &cwd, &forward);
+                let per_user = per_user_servers(&config, &cwd, &forward, shared_audit.clone());
                 Gateway::for_team(session.clone(), search, exposure, forward, t.clone(), per_user)
             }
             None => Gateway::new(session.clone(), search, exposure, forward),
@@ -152,6 +172,37 @@ pub fn run(
     })
 }
 
+/// How long a replica starting waits for the shared database before giving up.
+const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The audit trail replicas share: the key read, the database reached (tried again for
+/// [`STATE_WAIT`]: replicas may start before it) and its schema migrated, the writer
+/// started.
+async fn shared_audit(state: &SharedState) -> anyhow::Result<AuditLog> {
+    let key = StateKey::load(&state.key_file)?;
+    let started = std::time::Instant::now();
+    loop {
+        match state.database.migrate().await {
+            Ok(()) => break,
+            Err(e) if started.elapsed() < STATE_WAIT => {
+                eprintln!(
+                    "edgar: the shared state at {}: {e}; trying again",
+                    state.database.describe()
+                );
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => bail!(
+                "the shared state at {} could not be reached within {} s: {e}",
+                state.database.describe(),
+                STATE_WAIT.as_secs()
+            ),
+        }
+    }
+    let audit_key = key.audit_key();
+    let trail = Trail::start(state.database.clone(), audit_key.clone());
+    Ok(AuditLog::shared(trail, audit_key))
+}
+
 /// Where `serve` listens: stdio unless one of these is given.
 pub struct Listen {
     pub http: Option<SocketAddr>,
@@ -165,6 +216,7 @@ fn per_user_servers(
     config: &edgar_host::config::Config,
     cwd: &std::path::Path,
     forward: &Arc<Forward>,
+    audit: Option<AuditLog>,
 ) -> Option<PerUserServers> {
     let mut theirs = config.clone();
     theirs.servers.retain(|s| s.per_user);
@@ -173,7 +225,7 @@ fn per_user_servers(
     }
     let names: Vec<String> = theirs.servers.iter().map(|s| s.name.clone()).collect();
     let (cwd, forward) = (cwd.to_owned(), forward.clone());
-    let make = move || session_with(&theirs, &cwd, forward.clone());
+    let make = move || session_with_audit(&theirs, &cwd, forward.clone(), audit.clone());
     Some(PerUserServers::new(names, Box::new(make)))
 }
 

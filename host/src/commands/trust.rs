@@ -832,7 +832,32 @@ async fn drift(config: &Config, lock: &LockFile, session: &Session) -> Vec<Strin
     out
 }
 
-pub fn audit_verify() -> anyhow::Result<ExitCode> {
+/// The shared state a team gateway config names, and its key; an error when it names
+/// none.
+fn gateway_state(
+    path: &std::path::Path,
+) -> anyhow::Result<(edgar_host::state::Database, edgar_host::state::StateKey)> {
+    let config = edgar_host::gateway::team::TeamConfig::load(path)?;
+    let Some(state) = config.state else {
+        anyhow::bail!(
+            "{} names no shared \"state\": its gateway writes the audit trail of the user it runs as (`edgar audit verify` as that user)",
+            path.display()
+        );
+    };
+    let key = edgar_host::state::StateKey::load(&state.key_file)?;
+    Ok((state.database, key))
+}
+
+pub fn audit_verify(gateway_config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    if let Some(path) = gateway_config {
+        let (db, key) = gateway_state(path)?;
+        let n = runtime()?.block_on(edgar_host::state::trail::verify(&db, &key.audit_key()))?;
+        println!(
+            "{}: the shared audit trail is intact, {n} events (chained with HMAC-SHA256 under a key derived from the state key)",
+            db.describe()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let log = audit_log(&state()?);
     let n = log.verify()?;
     let how = if log.is_keyed() {
@@ -844,10 +869,20 @@ pub fn audit_verify() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn audit_tail(n: usize, json_out: bool) -> anyhow::Result<ExitCode> {
-    let log = audit_log(&state()?);
+pub fn audit_tail(
+    n: usize,
+    json_out: bool,
+    gateway_config: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let events = match gateway_config {
+        Some(path) => {
+            let (db, _) = gateway_state(path)?;
+            runtime()?.block_on(edgar_host::state::trail::tail(&db, n))?
+        }
+        None => audit_log(&state()?).tail(n)?,
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for e in log.tail(n)? {
+    for e in events {
         if json_out {
             writeln!(out, "{e}")?;
             continue;

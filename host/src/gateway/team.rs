@@ -7,6 +7,7 @@
 //! of MCP (the gateway does).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -37,6 +38,8 @@ pub enum TeamError {
     Keys(String),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 /// Everything the team gateway decides with, shared by every request.
@@ -46,6 +49,11 @@ pub struct Team {
     pub policy: Policy,
     pub limits: Limits,
     pub metrics: Metrics,
+    /// The audit trail replicas share, when the config names one: `/readyz` says not
+    /// ready while it cannot be written.
+    pub shared_audit: Option<crate::trust::audit::AuditLog>,
+    /// What users' searches found, shared by the replicas (with shared state).
+    pub shared_found: Option<Arc<crate::state::SharedFound>>,
 }
 
 impl Team {
@@ -66,6 +74,8 @@ impl Team {
             verifier,
             policy,
             config,
+            shared_audit: None,
+            shared_found: None,
         })
     }
 

@@ -102,15 +102,22 @@ impl Gateway {
         Ok(result)
     }
 
-    /// The tool `name` means for `caller`: one their searches found, or with every
-    /// tool served, one of the catalog (`SERVER/TOOL` names one server's own tool).
+    /// The tool `name` means for `caller`: one their searches found (here, or on
+    /// another replica), or with every tool served, one of the catalog (`SERVER/TOOL`
+    /// names one server's own tool).
     async fn resolve(&self, caller: &Caller, name: &str) -> Option<SanitizedTool> {
         if !self.expose_all {
-            return self
-                .search
-                .found_by(caller.key())
-                .into_iter()
-                .find(|t| t.name() == name);
+            let found = |g: &Gateway| {
+                g.search
+                    .found_by(caller.key())
+                    .into_iter()
+                    .find(|t| t.name() == name)
+            };
+            if let Some(t) = found(self) {
+                return Some(t);
+            }
+            self.sync_found(caller).await;
+            return found(self);
         }
         let catalog = self.session.catalog().await.tools;
         if let Exposure::Transparent(server) = &self.exposure
@@ -123,6 +130,60 @@ impl Gateway {
                 .find(|t| t.server() == server && t.tool() == own);
         }
         catalog.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl Gateway {
+    /// Records what `caller`'s search returned where the other replicas see it.
+    pub(super) async fn share_found(&self, caller: &Caller, names: Vec<String>) {
+        let (Some(team), Caller::User(_)) = (&self.team, caller) else {
+            return;
+        };
+        let Some(shared) = &team.shared_found else {
+            return;
+        };
+        if let Err(e) = shared.add(caller.key(), &names).await {
+            tracing::warn!("what a search found could not be shared with the other replicas: {e}");
+        }
+    }
+
+    /// Adds what `caller`'s searches on other replicas found to what they may list and
+    /// call here (each tool from this replica's own catalog).
+    pub(super) async fn sync_found(&self, caller: &Caller) {
+        let (Some(team), Caller::User(_)) = (&self.team, caller) else {
+            return;
+        };
+        let Some(shared) = &team.shared_found else {
+            return;
+        };
+        let user = caller.key();
+        let names = match shared.names(user).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("what searches on other replicas found could not be read: {e}");
+                return;
+            }
+        };
+        let have: std::collections::HashSet<String> = self
+            .search
+            .found_by(user)
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        let missing: std::collections::HashSet<String> =
+            names.into_iter().filter(|n| !have.contains(n)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        let tools = self
+            .session
+            .catalog()
+            .await
+            .tools
+            .into_iter()
+            .filter(|t| missing.contains(t.name()))
+            .collect();
+        self.search.remember(user, tools);
     }
 }
 

@@ -211,6 +211,15 @@ impl ToolSearch {
         }
     }
 
+    /// Adds `tools` to what `user` found (their searches on another replica found them).
+    pub fn remember(&self, user: &str, tools: Vec<SanitizedTool>) {
+        let mut state = self.lock();
+        let found = state.found.for_search(user);
+        for t in tools {
+            found.insert(t.name().to_owned(), t);
+        }
+    }
+
     /// Tools found in this session, callable by name, with their schemas.
     pub fn found(&self) -> Vec<SanitizedTool> {
         self.found_by("")

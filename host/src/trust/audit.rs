@@ -17,10 +17,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::TrustError;
 use crate::digest::sha256_hex;
+
+pub mod chain;
+
+use chain::{Event, GENESIS, MAX_LINE_BYTES};
 
 tokio::task_local! {
     /// The user a team gateway's request runs as: every line written while it runs
@@ -39,15 +43,7 @@ impl AuditKey {
 
     /// The key from its hex form (as stored), if it is one.
     pub fn from_hex(s: &str) -> Option<AuditKey> {
-        let s = s.trim();
-        if s.len() != 64 {
-            return None;
-        }
-        let mut out = [0u8; 32];
-        for (i, b) in out.iter_mut().enumerate() {
-            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-        }
-        Some(AuditKey(out))
+        crate::digest::from_hex32(s).map(AuditKey)
     }
 
     /// Its hex form, for the credential store.
@@ -71,16 +67,8 @@ impl std::fmt::Debug for AuditKey {
 /// trail verified (never at startup); `create` says a missing key may be made.
 pub type KeySource = Arc<dyn Fn(bool) -> Option<AuditKey> + Send + Sync>;
 
-/// The field a keyed line carries.
-const MAC_FIELD: &str = "mac";
-const MAC_NAME: &str = "hmac-sha256";
-
 const FILE: &str = "audit.jsonl";
 const HEAD: &str = "audit.head";
-/// The `prev` of the first line.
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-/// Longest line `verify` and `tail` read: lines are written by edgar and are small.
-const MAX_LINE_BYTES: usize = 64 << 10;
 /// The head's size on disk: its JSON padded with spaces, so each rewrite covers the last.
 const HEAD_BYTES: usize = 128;
 /// Largest head `read_head` accepts.
@@ -96,12 +84,23 @@ struct Head {
     keyed: bool,
 }
 
+/// Where lines go instead of `audit.jsonl`: a trail a gateway's replicas share, which
+/// chains the events it is given in the order it writes them.
+pub trait SharedTrail: Send + Sync {
+    /// Queues `event`; the answer says when it is written (its sequence number) or why
+    /// it could not be.
+    fn append(&self, event: Event) -> tokio::sync::oneshot::Receiver<Result<u64, String>>;
+    /// Why lines cannot be written now, if they cannot.
+    fn unavailable(&self) -> Option<String>;
+}
+
 /// Appends to, and verifies, one audit trail.
 #[derive(Clone)]
 pub struct AuditLog {
     dir: PathBuf,
     source: Option<KeySource>,
     key: Arc<OnceLock<Option<AuditKey>>>,
+    shared: Option<Arc<dyn SharedTrail>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -120,11 +119,50 @@ impl AuditLog {
             dir: state_dir.to_owned(),
             source: None,
             key: Arc::new(OnceLock::new()),
+            shared: None,
+        }
+    }
+
+    /// A trail kept by `trail` (a gateway's replicas share it), its lines and argument
+    /// digests keyed by `key`.
+    pub fn shared(trail: Arc<dyn SharedTrail>, key: AuditKey) -> AuditLog {
+        AuditLog {
+            dir: PathBuf::new(),
+            source: None,
+            key: Arc::new(OnceLock::from(Some(key))),
+            shared: Some(trail),
+        }
+    }
+
+    /// Whether every call must wait for its line (a shared trail): without one it does
+    /// not run.
+    pub fn required(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Why the trail cannot be written now, when it is shared and cannot.
+    pub fn unavailable(&self) -> Option<String> {
+        self.shared.as_ref().and_then(|t| t.unavailable())
+    }
+
+    /// Writes an event and waits until it is in the trail (a shared trail's writer
+    /// batches and retries; a file's line is written at once).
+    pub async fn record_confirmed(&self, event: &str, fields: Value) -> Result<u64, TrustError> {
+        let Some(trail) = &self.shared else {
+            return self.record(event, fields).map(|()| 0);
+        };
+        match trail.append(Event::now(event, fields)).await {
+            Ok(Ok(seq)) => Ok(seq),
+            Ok(Err(why)) => Err(TrustError::Unwritten(why)),
+            Err(_) => Err(TrustError::Unwritten("its writer has stopped".into())),
         }
     }
 
     /// The trail keyed by what `source` gives (see [`KeySource`]).
     pub fn with_key(mut self, source: KeySource) -> AuditLog {
+        if self.shared.is_some() {
+            return self;
+        }
         self.source = Some(source);
         self.key = Arc::new(OnceLock::new());
         self
@@ -172,6 +210,11 @@ impl AuditLog {
     /// Appends one event (`event` names it; `fields` are its details), under an exclusive
     /// lock so concurrent edgar processes keep one unbroken chain.
     pub fn record(&self, event: &str, fields: Value) -> Result<(), TrustError> {
+        if let Some(trail) = &self.shared {
+            // Not waited for: the writer says in the log what it could not write.
+            drop(trail.append(Event::now(event, fields)));
+            return Ok(());
+        }
         let file = self.path();
         let fail = |e: std::io::Error| TrustError::file(&file, e);
         let key = self.key(true).cloned();
@@ -187,41 +230,7 @@ impl AuditLog {
             Some(h) => (h.seq + 1, h.hash.clone()),
             None => (1, GENESIS.to_owned()),
         };
-        let mut line = Map::new();
-        line.insert("seq".into(), json!(seq));
-        line.insert("time".into(), json!(now_millis()));
-        line.insert("event".into(), json!(event));
-        if let Ok(user) = ACTOR.try_with(String::clone) {
-            line.insert("user".into(), json!(user));
-        }
-        if let Value::Object(f) = fields {
-            for (k, v) in f {
-                line.entry(k).or_insert(v);
-            }
-        }
-        line.insert("prev".into(), json!(prev));
-        if key.is_some() {
-            line.insert(MAC_FIELD.into(), json!(MAC_NAME));
-        }
-        let mut text = Value::Object(line).to_string();
-        // No line longer than `verify` and `tail` read: an oversized event keeps its
-        // name and how large it was, nothing else.
-        if text.len() + 1 > MAX_LINE_BYTES {
-            let mut small = Map::new();
-            small.insert("seq".into(), json!(seq));
-            small.insert("time".into(), json!(now_millis()));
-            small.insert("event".into(), json!(event));
-            small.insert("oversized".into(), json!(text.len()));
-            small.insert("prev".into(), json!(prev));
-            if key.is_some() {
-                small.insert(MAC_FIELD.into(), json!(MAC_NAME));
-            }
-            text = Value::Object(small).to_string();
-        }
-        let hash = match &key {
-            Some(k) => k.mac(text.as_bytes()),
-            None => sha256_hex(text.as_bytes()),
-        };
+        let (text, hash) = chain::link(seq, &prev, &Event::now(event, fields), key.as_ref());
         {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f = std::fs::OpenOptions::new()
@@ -332,65 +341,13 @@ impl AuditLog {
             }
             Err(e) => return Err(TrustError::file(&file, e)),
         };
-        let key = self.key(false).cloned();
-        let mut keyed_from: Option<usize> = None;
-        let mut prev = GENESIS.to_owned();
-        for (i, text) in lines.iter().enumerate() {
-            let n = i + 1;
-            let Some(text) = text else {
-                return Err(tampered(
-                    n,
-                    "not a line edgar wrote (too long or not UTF-8)".into(),
-                ));
-            };
-            let v: Value =
-                serde_json::from_str(text).map_err(|e| tampered(n, format!("not JSON: {e}")))?;
-            if v.get("seq").and_then(Value::as_u64) != Some(n as u64) {
-                return Err(tampered(
-                    n,
-                    format!(
-                        "sequence number {} where {n} was expected (a line was removed, added or moved)",
-                        v.get("seq").unwrap_or(&Value::Null)
-                    ),
-                ));
-            }
-            if v.get("prev").and_then(Value::as_str) != Some(prev.as_str()) {
-                return Err(tampered(
-                    n,
-                    "its prev hash is not the hash of the line before (that line was edited)"
-                        .into(),
-                ));
-            }
-            let keyed = v.get(MAC_FIELD).and_then(Value::as_str) == Some(MAC_NAME);
-            prev = match (keyed, &key, keyed_from) {
-                (true, Some(k), _) => {
-                    keyed_from.get_or_insert(n);
-                    k.mac(text.as_bytes())
-                }
-                (true, None, _) => {
-                    return Err(tampered(
-                        n,
-                        "the line is keyed, but this session has no audit key to check it (the keyring is unavailable)".into(),
-                    ));
-                }
-                (false, _, Some(from)) => {
-                    return Err(tampered(
-                        n,
-                        format!(
-                            "the line is not keyed, though lines from {from} on are (rewritten by someone without the key)"
-                        ),
-                    ));
-                }
-                (false, _, None) => sha256_hex(text.as_bytes()),
-            };
+        let mut checker = chain::Checker::new(self.key(false).cloned(), self.source.is_some());
+        for text in &lines {
+            checker
+                .next(text.as_deref())
+                .map_err(|(n, why)| tampered(n, why))?;
         }
-        let count = lines.len() as u64;
-        if key.is_some() && keyed_from.is_none() && count > 0 && self.source.is_some() {
-            return Err(tampered(
-                lines.len(),
-                "edgar has an audit key, but no line is keyed (rewritten by someone without the key?)".into(),
-            ));
-        }
+        let (count, prev) = checker.finish().map_err(|(n, why)| tampered(n, why))?;
         match head? {
             Some(h) if h.seq == count && h.hash == prev => Ok(count),
             Some(h) if h.seq > count => Err(tampered(
@@ -483,13 +440,6 @@ fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<
             return Ok(total);
         }
     }
-}
-
-fn now_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What a team gateway serves besides MCP: its protected resource metadata (RFC 9728,
 //! at the well-known path with and without the resource's path), `/healthz` (the
-//! process answers), `/readyz` (the issuer's keys are in hand) and `/metrics` (from
+//! process answers), `/readyz` (the issuer's keys are in hand and, with shared state, the audit trail
+//! can be written) and `/metrics` (from
 //! loopback or the addresses the config lists only: tool names are the team's business).
 
 use std::net::SocketAddr;
@@ -48,7 +49,13 @@ pub async fn respond(
         }
         "/healthz" => status(StatusCode::OK, "ok"),
         "/readyz" => {
-            if team.verifier.ready().await {
+            let down = team.shared_audit.as_ref().and_then(|a| a.unavailable());
+            if let Some(why) = down {
+                status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("not ready: the shared audit trail cannot be written ({why})"),
+                )
+            } else if team.verifier.ready().await {
                 status(StatusCode::OK, "ready")
             } else {
                 status(

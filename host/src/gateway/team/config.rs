@@ -11,6 +11,7 @@ use reqwest::Url;
 use serde::Deserialize;
 
 use super::TeamError;
+use crate::state::Database;
 
 /// Clock skew allowed on `exp` and `nbf` unless the file says otherwise.
 const DEFAULT_LEEWAY_SECONDS: u64 = 60;
@@ -44,6 +45,10 @@ struct File {
     leeway_seconds: Option<u64>,
     #[serde(default)]
     introspection: Option<IntrospectionFile>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    state_key_file: Option<PathBuf>,
 }
 
 /// RFC 7662 introspection for opaque tokens, as written.
@@ -123,6 +128,15 @@ pub struct TeamConfig {
     pub leeway_seconds: u64,
     /// Opaque tokens are introspected here; without it only JWTs are accepted.
     pub introspection: Option<IntrospectionConfig>,
+    /// Where replicas share their state; `None`: this machine's files.
+    pub state: Option<SharedState>,
+}
+
+/// The database replicas share, and the file holding the key they share.
+#[derive(Debug, Clone)]
+pub struct SharedState {
+    pub database: Database,
+    pub key_file: PathBuf,
 }
 
 impl TeamConfig {
@@ -204,6 +218,21 @@ impl TeamConfig {
             }
         };
         let absolute = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let state = match (file.state, file.state_key_file) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err("state_key_file is set without \"state\" (a postgres:// URL)".into());
+            }
+            (Some(_), None) => {
+                return Err(
+                    "\"state\" needs \"state_key_file\": the key replicas share (openssl rand -hex 32, mode 0600)".into(),
+                );
+            }
+            (Some(url), Some(key)) => Some(SharedState {
+                database: Database::new(&url).map_err(|e| e.to_string())?,
+                key_file: absolute(key),
+            }),
+        };
         Ok(TeamConfig {
             authorization_servers: file
                 .authorization_servers
@@ -224,6 +253,7 @@ impl TeamConfig {
             rate_limits: limits,
             leeway_seconds: file.leeway_seconds.unwrap_or(DEFAULT_LEEWAY_SECONDS),
             introspection,
+            state,
         })
     }
 
@@ -310,12 +340,28 @@ mod tests {
                 serde_json::json!({"per_user": {"per_minute": 0}}),
                 "0",
             ),
+            (
+                "state",
+                serde_json::json!("postgres://gw:pw@db/gw"),
+                "state_key_file",
+            ),
+            ("state_key_file", serde_json::json!("k"), "\"state\""),
         ] {
             let mut v = base.clone();
             v[key] = value;
             let e = parse(v).err().unwrap_or_default();
             assert!(e.contains(says), "{key}: {e}");
         }
+        let mut v = base.clone();
+        v["state"] = serde_json::json!("mysql://gw:hunter2@db/gw");
+        v["state_key_file"] = serde_json::json!("state.key");
+        let e = parse(v.clone()).err().unwrap_or_default();
+        assert!(e.contains("postgres://") && !e.contains("hunter2"), "{e}");
+        v["state"] = serde_json::json!("postgres://gw:hunter2@db/gw");
+        let c = parse(v).unwrap_or_else(|e| panic!("{e}"));
+        let s = c.state.unwrap_or_else(|| panic!("a shared state"));
+        assert_eq!(s.key_file, Path::new("/etc/edgar/state.key"));
+        assert!(!format!("{:?}", s.database).contains("hunter2"));
         let mut v = base.clone();
         v["resource"] = serde_json::json!("http://127.0.0.1:9000/mcp");
         v["issuer"] = serde_json::json!("http://localhost:9001");

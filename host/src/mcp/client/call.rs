@@ -38,7 +38,34 @@ impl SessionInner {
     /// the guard.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, McpError> {
         let started = std::time::Instant::now();
-        let result = self.call_inner(name, arguments).await;
+        // Keyed when the trail is (HMAC-SHA256), so a short argument cannot be recovered
+        // by hashing guesses.
+        let args_sha256 = self
+            .opts
+            .audit
+            .as_ref()
+            .map(|a| a.digest(arguments.to_string().as_bytes()))
+            .unwrap_or_default();
+        // A shared trail (a gateway's replicas) must hold a line before the call runs:
+        // when it cannot be written, the call does not run.
+        if let Some(audit) = self.opts.audit.as_ref().filter(|a| a.required()) {
+            // Known to be down: refused at once rather than after the line's deadline.
+            if let Some(why) = audit.unavailable() {
+                return Err(McpError::Unaudited {
+                    ran: false,
+                    reason: format!("the audit trail cannot be written: {why}"),
+                });
+            }
+            let begin = json!({"name": name, "args_sha256": args_sha256});
+            audit
+                .record_confirmed("call_begin", begin)
+                .await
+                .map_err(|e| McpError::Unaudited {
+                    ran: false,
+                    reason: e.to_string(),
+                })?;
+        }
+        let result = self.call_inner(name, arguments, args_sha256).await;
         if let Some(audit) = &self.opts.audit {
             let (record, outcome) = result.as_ref().map_or_else(
                 |e| (e.1.clone(), json!({"error": e.0.kind()})),
@@ -60,7 +87,19 @@ impl SessionInner {
             if let (Value::Object(f), Value::Object(o)) = (&mut fields, outcome) {
                 f.extend(o);
             }
-            audit.note("call", fields);
+            if audit.required() {
+                // What a client is told succeeded has its line: a result whose line
+                // could not be written is withheld (the call ran; its `call_begin`
+                // line says so).
+                if let Err(e) = audit.record_confirmed("call", fields).await {
+                    return Err(McpError::Unaudited {
+                        ran: true,
+                        reason: e.to_string(),
+                    });
+                }
+            } else {
+                audit.note("call", fields);
+            }
         }
         result.map(|(out, _)| out).map_err(|e| e.0)
     }
@@ -69,13 +108,12 @@ impl SessionInner {
         &self,
         name: &str,
         arguments: Value,
+        args_sha256: String,
     ) -> Result<(ToolOutput, CallRecord), (McpError, CallRecord)> {
-        let mut record = CallRecord::default();
-        if let Some(audit) = &self.opts.audit {
-            // Keyed when the trail is (HMAC-SHA256), so a short argument cannot be
-            // recovered by hashing guesses.
-            record.args_sha256 = audit.digest(arguments.to_string().as_bytes());
-        }
+        let mut record = CallRecord {
+            args_sha256,
+            ..CallRecord::default()
+        };
         let (list, index) = match self.find_tool(name).await {
             Ok(found) => found,
             Err(e) => {

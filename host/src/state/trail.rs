@@ -1,0 +1,335 @@
+//! The audit trail in PostgreSQL: one chain for every replica. Each replica's writer
+//! takes the lines queued since its last write and appends them in one transaction that
+//! holds the head row's lock, so `seq` has no gap or duplicate however many replicas
+//! write (group commit: a busy replica pays one round of locking for many lines). A
+//! write whose outcome was lost (the connection dropped at `COMMIT`) is retried by the
+//! lines' ids, never written twice. While the database cannot be reached the writer
+//! says why ([`audit::SharedTrail::unavailable`]), probes it every [`PROBE_EVERY`], and recovers
+//! by itself; while idle it checks the database every [`CHECK_EVERY`], so `/readyz` is
+//! right before a call finds out.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Client;
+
+use super::database::db_error;
+use super::{Database, StateError};
+use crate::trust::audit::chain::{self, Checker, Event};
+use crate::trust::audit::{self, AuditKey};
+
+/// Lines waiting for the writer; past this, appends are refused at once (a flood must
+/// not grow memory while the database is away).
+const QUEUE: usize = 8192;
+/// Most lines one transaction appends.
+const MAX_BATCH: usize = 512;
+/// Longest a line waits to be written before its caller is told it was not.
+const LINE_DEADLINE: Duration = Duration::from_secs(5);
+/// How often an unreachable database is tried again while nothing is queued.
+pub const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// How often a reachable one is checked while nothing is queued.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// A line waiting to be written.
+struct Pending {
+    /// Unique per line: a retried write finds the lines an unacknowledged one committed.
+    id: String,
+    event: Event,
+    reply: oneshot::Sender<Result<u64, String>>,
+    deadline: Instant,
+}
+
+/// The writer's handle: what replicas' code appends through.
+pub struct Trail {
+    tx: mpsc::Sender<Pending>,
+    /// Why the last write or probe failed; `None` while writes succeed.
+    down: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Trail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trail").finish_non_exhaustive()
+    }
+}
+
+impl Trail {
+    /// Starts the writer on the current runtime: lines chained under `key` into `db`.
+    pub fn start(db: Database, key: AuditKey) -> Arc<Trail> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let down = Arc::new(Mutex::new(None));
+        tokio::spawn(write_lines(db, key, rx, down.clone()));
+        Arc::new(Trail { tx, down })
+    }
+}
+
+impl audit::SharedTrail for Trail {
+    fn append(&self, event: Event) -> oneshot::Receiver<Result<u64, String>> {
+        let (reply, answer) = oneshot::channel();
+        let mut id = [0u8; 16];
+        if let Err(e) = getrandom::fill(&mut id) {
+            let _ = reply.send(Err(format!("no randomness for the line's id: {e}")));
+            return answer;
+        }
+        let pending = Pending {
+            id: crate::digest::hex(&id),
+            event,
+            reply,
+            deadline: Instant::now() + LINE_DEADLINE,
+        };
+        if let Err(e) = self.tx.try_send(pending) {
+            let why = match &e {
+                mpsc::error::TrySendError::Full(_) => {
+                    "the audit queue is full (the database is slow or away)"
+                }
+                mpsc::error::TrySendError::Closed(_) => "the audit writer has stopped",
+            };
+            let _ = e.into_inner().reply.send(Err(why.into()));
+        }
+        answer
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        self.down.lock().ok().and_then(|d| d.clone())
+    }
+}
+
+/// The writer: batches, writes, retries until each line's deadline, probes while down.
+async fn write_lines(
+    db: Database,
+    key: AuditKey,
+    mut rx: mpsc::Receiver<Pending>,
+    down: Arc<Mutex<Option<String>>>,
+) {
+    let mut client: Option<Client> = None;
+    let set_down = |why: Option<String>| {
+        if let Ok(mut d) = down.lock() {
+            match (&*d, &why) {
+                (None, Some(w)) => tracing::warn!(
+                    "the shared audit trail cannot be written: {w}; tool calls are refused until it can"
+                ),
+                (Some(_), None) => tracing::info!("the shared audit trail is written again"),
+                _ => {}
+            }
+            *d = why;
+        }
+    };
+    loop {
+        // Probed while idle too: `/readyz` (and so the proxy) learns the database went
+        // away before a call has to.
+        let is_down = down.lock().map(|d| d.is_some()).unwrap_or(false);
+        let every = if is_down { PROBE_EVERY } else { CHECK_EVERY };
+        let first = tokio::select! {
+            p = rx.recv() => p,
+            () = tokio::time::sleep(every) => {
+                match probe(&db, &mut client).await {
+                    Ok(()) => set_down(None),
+                    Err(e) => set_down(Some(e.to_string())),
+                }
+                continue;
+            }
+        };
+        let Some(first) = first else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let mut retrying = false;
+        while !batch.is_empty() {
+            let written = match connected(&db, &mut client).await {
+                Ok(c) => write(c, &key, &batch, retrying).await,
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(seqs) => {
+                    set_down(None);
+                    for (p, seq) in batch.drain(..).zip(seqs) {
+                        let _ = p.reply.send(Ok(seq));
+                    }
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    set_down(Some(why.clone()));
+                    if client.as_ref().is_some_and(Client::is_closed) {
+                        client = None;
+                    }
+                    retrying = true;
+                    let now = Instant::now();
+                    let (late, waiting): (Vec<Pending>, Vec<Pending>) =
+                        batch.drain(..).partition(|p| p.deadline <= now);
+                    for p in late {
+                        if p.reply.is_closed() {
+                            tracing::warn!(event = %p.event.event, "an audit line could not be written: {why}");
+                        }
+                        let _ = p.reply.send(Err(why.clone()));
+                    }
+                    batch = waiting;
+                    if !batch.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The writer's connection, made again when there is none or it closed.
+async fn connected<'a>(
+    db: &Database,
+    client: &'a mut Option<Client>,
+) -> Result<&'a mut Client, StateError> {
+    if client.as_ref().is_none_or(Client::is_closed) {
+        *client = Some(db.connect().await?);
+    }
+    client
+        .as_mut()
+        .ok_or_else(|| StateError::Database("no connection".into()))
+}
+
+async fn probe(db: &Database, client: &mut Option<Client>) -> Result<(), StateError> {
+    let c = connected(db, client).await?;
+    let r = c.simple_query("SELECT 1").await.map_err(db_error);
+    if r.is_err() {
+        *client = None;
+    }
+    r.map(|_| ())
+}
+
+/// Appends `batch` after the head in one transaction; each line's sequence number. A
+/// retry first finds the lines an earlier, unacknowledged attempt committed.
+async fn write(
+    client: &mut Client,
+    key: &AuditKey,
+    batch: &[Pending],
+    retrying: bool,
+) -> Result<Vec<u64>, StateError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let head = tx
+        .query_one(
+            "SELECT seq, hash FROM edgar_audit_head WHERE one FOR UPDATE",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
+    let mut already = std::collections::HashMap::new();
+    if retrying {
+        let ids: Vec<&str> = batch.iter().map(|p| p.id.as_str()).collect();
+        for row in tx
+            .query(
+                "SELECT id, seq FROM edgar_audit WHERE id = ANY($1)",
+                &[&ids],
+            )
+            .await
+            .map_err(db_error)?
+        {
+            already.insert(row.get::<_, String>(0), row.get::<_, i64>(1));
+        }
+    }
+    let (mut seqs, mut ids, mut lines, mut hashes) = (vec![], vec![], vec![], vec![]);
+    let mut out = Vec::with_capacity(batch.len());
+    for p in batch {
+        if let Some(s) = already.get(&p.id) {
+            out.push(*s as u64);
+            continue;
+        }
+        seq += 1;
+        let (text, hash) = chain::link(seq as u64, &prev, &p.event, Some(key));
+        seqs.push(seq);
+        ids.push(p.id.as_str());
+        lines.push(text);
+        prev = hash.clone();
+        hashes.push(hash);
+        out.push(seq as u64);
+    }
+    if !seqs.is_empty() {
+        tx.execute(
+            "INSERT INTO edgar_audit (seq, id, line, hash)
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[])",
+            &[&seqs, &ids, &lines, &hashes],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "UPDATE edgar_audit_head SET seq = $1, hash = $2 WHERE one",
+            &[&seq, &prev],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(out)
+}
+
+/// Checks the whole shared chain under `key`: the number of lines, or the first bad one.
+pub async fn verify(db: &Database, key: &AuditKey) -> Result<u64, StateError> {
+    use futures_util::TryStreamExt;
+    let client = db.connect().await?;
+    let tampered = |(line, reason): chain::Break| StateError::Tampered { line, reason };
+    // One snapshot: lines appended while this reads are neither half-seen nor missed by
+    // the head comparison.
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(db_error)?;
+    let mut checker = Checker::new(Some(key.clone()), true);
+    let rows = client
+        .query_raw(
+            "SELECT line FROM edgar_audit ORDER BY seq",
+            std::iter::empty::<i64>(),
+        )
+        .await
+        .map_err(db_error)?;
+    futures_util::pin_mut!(rows);
+    while let Some(row) = rows.try_next().await.map_err(db_error)? {
+        let text: &str = row.get(0);
+        let text = (text.len() <= chain::MAX_LINE_BYTES).then_some(text);
+        checker.next(text).map_err(tampered)?;
+    }
+    let (count, last) = checker.finish().map_err(tampered)?;
+    let head = client
+        .query_one("SELECT seq, hash FROM edgar_audit_head WHERE one", &[])
+        .await
+        .map_err(db_error)?;
+    let (seq, hash): (i64, String) = (head.get(0), head.get(1));
+    let _ = client.batch_execute("COMMIT").await;
+    if seq as u64 > count {
+        return Err(tampered((
+            count as usize + 1,
+            format!("the trail ends after {count} lines, but {seq} were written (truncated)"),
+        )));
+    }
+    if seq as u64 != count || hash != last {
+        return Err(tampered((
+            count as usize,
+            "the last line is not the one last written".into(),
+        )));
+    }
+    Ok(count)
+}
+
+/// The last `n` events, oldest first.
+pub async fn tail(db: &Database, n: usize) -> Result<Vec<Value>, StateError> {
+    let client = db.connect().await?;
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            "SELECT line FROM (SELECT seq, line FROM edgar_audit ORDER BY seq DESC LIMIT $1) t ORDER BY seq",
+            &[&n],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            serde_json::from_str(r.get::<_, &str>(0))
+                .unwrap_or_else(|_| serde_json::json!({"event": "unreadable line"}))
+        })
+        .collect())
+}

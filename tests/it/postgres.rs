@@ -1,0 +1,177 @@
+//! A throwaway PostgreSQL cluster for the tests: Debian's server binaries, a data
+//! directory in a temporary directory, on a free loopback port, trust authentication.
+//! As root it runs as the `postgres` user (PostgreSQL refuses root). Stopped (fast) and
+//! removed when dropped; `stop` and `start` let a test take it away mid-load.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::mcp_http_real::free_port;
+
+pub struct Postgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    owner: Option<(u32, u32)>,
+    child: Option<Child>,
+}
+
+/// The newest installed server's binaries (`/usr/lib/postgresql/<version>/bin`).
+fn bin_dir() -> PathBuf {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, b)| b).unwrap_or_else(|| {
+        panic!(
+            "no PostgreSQL server in /usr/lib/postgresql: install Debian's `postgresql` package (.ci/test does)"
+        )
+    })
+}
+
+/// The `postgres` user's uid and gid, when this process is root.
+fn owner() -> Option<(u32, u32)> {
+    if uid() != 0 {
+        return None;
+    }
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap_or_else(|e| panic!("id: {e}"));
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| {
+                panic!("as root the cluster runs as the `postgres` user, and there is none")
+            })
+    };
+    Some((id("-u"), id("-g")))
+}
+
+fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+impl Postgres {
+    /// A new cluster, started and accepting connections.
+    pub fn start() -> Postgres {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let owner = owner();
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut pg = Postgres {
+            dir,
+            bin: bin_dir(),
+            port: free_port(),
+            owner,
+            child: None,
+        };
+        let out = pg
+            .command("initdb")
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(pg.data())
+            .output()
+            .unwrap_or_else(|e| panic!("initdb: {e}"));
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pg.start_again();
+        pg
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        if let Some((uid, gid)) = self.owner {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd.current_dir(self.dir.path()).env("LC_ALL", "C.UTF-8");
+        cmd
+    }
+
+    /// A URL for the `postgres` database as the `postgres` superuser.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// Starts the server (again) on the same port and data, waiting until it answers.
+    pub fn start_again(&mut self) {
+        let socket_dir: &Path = self.dir.path();
+        let child = self
+            .command("postgres")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(socket_dir)
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "max_connections=200",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("postgres: {e}"));
+        self.child = Some(child);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            let ready = self
+                .command("pg_isready")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("PostgreSQL did not accept connections within 30 s");
+    }
+
+    /// Stops the server (fast shutdown: connections are cut) and waits for it to end.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

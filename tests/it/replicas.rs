@@ -1,0 +1,456 @@
+//! Team gateway replicas sharing a real PostgreSQL (Debian's, a throwaway cluster),
+//! behind a real HAProxy (Debian's), round robin, no sticky sessions. Four users each
+//! search once (on whichever replica), then call what they found on all three without
+//! pause while one replica is killed (`kill -9`) and started again,
+//! and then the database is stopped for three seconds and started again. Afterwards:
+//! every call a client saw succeed has exactly one `call` line naming its user and its
+//! arguments' keyed digest; the one chain verifies (`edgar audit verify
+//! --gateway-config`) with `seq` from 1 without gap or duplicate; every failure was a
+//! clear refusal (the gateway's "the call was not run" or the proxy's 502/503), never
+//! a hang; a replica said not ready while the database was away, and each recovered by
+//! itself; no replica or upstream process outlived the test.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use edgar_tests::{in_home, procs_with_tag, user_config};
+use serde_json::{Value, json};
+
+use crate::mcp_http_real::free_port;
+use crate::postgres::Postgres;
+use crate::team_gateway::{Client, EDGAR, FAKE, Idp, Key, POLICY, claims, tag, text};
+
+const STATE_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5d7f9b0a2c4e6d8f01";
+
+/// One replica: `edgar mcp serve --http` with the shared config, its own state and cache
+/// directories (as separate machines would have).
+struct Replica {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Replica {
+    fn start(home: &Path, config: &Path, port: u16, n: usize, tag: &str) -> Replica {
+        let mut cmd = Command::new(EDGAR);
+        cmd.args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+            .arg("--gateway-config")
+            .arg(config);
+        let mut child = in_home(&mut cmd, home)
+            .env("EDGAR_STATE_DIR", home.join(format!("state-{n}")))
+            .env("XDG_CACHE_HOME", home.join(format!("cache-{n}")))
+            .env("EDGAR_TEST_TAG", tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("replica {n} ended before serving: {seen}");
+            }
+            seen.push_str(&line);
+            if line.starts_with("edgar: serving MCP for a team at ") {
+                break;
+            }
+        }
+        let log = Arc::new(Mutex::new(seen));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&line);
+                }
+                line.clear();
+            }
+        });
+        Replica { child, log }
+    }
+
+    /// SIGTERM; its exit code (it must stop within 30 s: a replica never hangs).
+    fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "a replica did not stop on SIGTERM: {}",
+            self.log.lock().map(|l| l.clone()).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HAProxy in front of the replicas: round robin, each checked on `/readyz`, a
+/// connection that fails before the request is sent retried on another replica (never
+/// a request a replica may have started: a tool call must not run twice).
+struct Haproxy {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    fn start(port: u16, replicas: &[u16]) -> Haproxy {
+        let haproxy = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or_else(|| {
+                panic!("no haproxy: install Debian's `haproxy` package (.ci/test does)")
+            });
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut cfg = include_str!("../../docs/deploy/haproxy.cfg")
+            .replace("\"${EDGAR_FRONT}\"", &format!("127.0.0.1:{port}"))
+            .replace("\"${EDGAR_HOST}\"", &format!("127.0.0.1:{port}"))
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("server "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        cfg.push('\n');
+        for (i, p) in replicas.iter().enumerate() {
+            cfg.push_str(&format!("    server r{i} 127.0.0.1:{p} check\n"));
+        }
+        let path = dir.path().join("haproxy.cfg");
+        std::fs::write(&path, cfg).unwrap_or_else(|e| panic!("{e}"));
+        let check = Command::new(haproxy)
+            .arg("-c")
+            .arg("-f")
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            check.status.success(),
+            "the HAProxy config of docs/deploy does not check: {}",
+            String::from_utf8_lossy(&check.stdout)
+        );
+        let child = Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        Haproxy { child, _dir: dir }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The key the replicas chain the audit trail with, derived from the state key as
+/// documented (HKDF-SHA256), so the test can tell each call's line by its arguments.
+fn audit_digest(args: &Value) -> String {
+    let mut bytes = [0u8; 32];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&STATE_KEY[2 * i..2 * i + 2], 16).unwrap_or(0);
+    }
+    let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"edgar state key").extract(&bytes);
+    let info: [&[u8]; 1] = [b"edgar shared audit chain v1"];
+    let okm = prk
+        .expand(&info, ring::hmac::HMAC_SHA256)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = ring::hmac::Key::from(okm);
+    let tag = ring::hmac::sign(&key, args.to_string().as_bytes());
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What one call came to.
+#[derive(Debug)]
+enum Outcome {
+    Ok { user: String, digest: String },
+    Refused(String),
+}
+
+fn readyz(port: u16) -> (u16, String) {
+    let a = Client { port }.request("GET", "/readyz", &[], "");
+    (a.status, a.body)
+}
+
+fn wait_ready(port: u16, within: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if readyz(port).0 == 200 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_dies() {
+    let mut pg = Postgres::start();
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k1")]);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("replicas");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let key_file = home.path().join("state.key");
+    std::fs::write(&key_file, format!("{STATE_KEY}\n")).unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::write(home.path().join("team.cedar"), POLICY).unwrap_or_else(|e| panic!("{e}"));
+    let front = free_port();
+    let resource = format!("http://127.0.0.1:{front}/mcp");
+    let config = home.path().join("gateway.json");
+    std::fs::write(
+        &config,
+        json!({
+            "resource": resource,
+            "issuer": idp.base,
+            "policy": "team.cedar",
+            "behind_proxy": ["127.0.0.1"],
+            "state": pg.url(),
+            "state_key_file": "state.key",
+        })
+        .to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut replicas: Vec<Option<Replica>> = ports
+        .iter()
+        .enumerate()
+        .map(|(n, &p)| Some(Replica::start(home.path(), &config, p, n, &t)))
+        .collect();
+    let _proxy = Haproxy::start(front, &ports);
+    for &p in &ports {
+        assert!(
+            wait_ready(p, Duration::from_secs(10)),
+            "replica on {p} is not ready"
+        );
+    }
+    let client = Client { port: front };
+    // HAProxy's first checks pass within a few hundred milliseconds.
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", front)).is_err()
+        || client.request("GET", "/healthz", &[], "").status != 200
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "HAProxy never routed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let users = ["ada", "bob", "cy", "dee"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let outcomes: Arc<Mutex<Vec<(Instant, Outcome)>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for user in users {
+        let token = key.token(Some("k1"), &claims(&idp, &resource, user, &["eng"]));
+        let (stop, done, outcomes) = (stop.clone(), done.clone(), outcomes.clone());
+        workers.push(std::thread::spawn(move || {
+            let client = Client { port: front };
+            // One search, on whichever replica HAProxy picks; the calls then go to all
+            // three, which know what it found from the database.
+            // (A first search may answer before the server's discovery ends: again.)
+            let params =
+                json!({"name": "tool_search", "arguments": {"query": "echo the text back"}});
+            let searched = Instant::now();
+            loop {
+                let (status, m) = client.rpc(&token, 0, "tools/call", params.clone());
+                if status == 200 && text(&m).contains("f__echo") {
+                    break;
+                }
+                assert!(searched.elapsed() < Duration::from_secs(20), "{status} {m}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) || i < 40 {
+                i += 1;
+                let args = json!({"text": format!("{user}-{i}"), "sleep_ms": 20});
+                let params = json!({"name": "f__echo", "arguments": args});
+                let (status, m) = client.rpc(&token, i, "tools/call", params);
+                let said = text(&m);
+                let outcome = if status == 200
+                    && m["result"]["isError"] != json!(true)
+                    && said == format!("{user}-{i}")
+                {
+                    Outcome::Ok {
+                        user: user.to_owned(),
+                        digest: audit_digest(&args),
+                    }
+                } else {
+                    Outcome::Refused(format!("{status} {said} {m}"))
+                };
+                if let Ok(mut o) = outcomes.lock() {
+                    o.push((Instant::now(), outcome));
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    let wait_for = |n: usize| {
+        let started = Instant::now();
+        while done.load(Ordering::SeqCst) < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the load stalled"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+
+    // A replica killed mid-load, and started again.
+    wait_for(60);
+    let mut victim = replicas[1].take().unwrap_or_else(|| panic!("replica 1"));
+    let _ = victim.child.kill();
+    let _ = victim.child.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    replicas[1] = Some(Replica::start(home.path(), &config, ports[1], 1, &t));
+    assert!(wait_ready(ports[1], Duration::from_secs(10)));
+    wait_for(done.load(Ordering::SeqCst) + 60);
+
+    // The database stopped for three seconds.
+    pg.stop();
+    let outage = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, body) = readyz(ports[0]);
+    assert_eq!(status, 503, "not ready while the database is away: {body}");
+    assert!(body.contains("audit trail"), "{body}");
+    std::thread::sleep(Duration::from_millis(1500));
+    pg.start_again();
+    let back = Instant::now();
+    for &p in &ports {
+        assert!(
+            wait_ready(p, Duration::from_secs(10)),
+            "replica on {p} did not recover by itself"
+        );
+    }
+    wait_for(done.load(Ordering::SeqCst) + 60);
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().unwrap_or_else(|_| panic!("a worker panicked"));
+    }
+
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap_or_else(|e| e.into_inner()));
+    let ok: Vec<&(Instant, Outcome)> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Ok { .. }))
+        .collect();
+    let refused: Vec<&String> = outcomes
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Outcome::Refused(why) => Some(why),
+            Outcome::Ok { .. } => None,
+        })
+        .collect();
+    for why in &refused {
+        let clear = why.starts_with("502 ")
+            || why.starts_with("503 ")
+            || why.contains("the call was not run")
+            || why.contains("its result is withheld");
+        assert!(clear, "a failure that does not say what happened: {why}");
+    }
+    assert!(
+        outcomes
+            .iter()
+            .any(|(at, o)| *at > outage && *at < back && matches!(o, Outcome::Refused(_))),
+        "the outage was felt by no call: {refused:?}"
+    );
+    assert!(
+        ok.iter().any(|(at, _)| *at > back + Duration::from_secs(1)),
+        "calls succeed again once the database is back"
+    );
+
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(EDGAR);
+        cmd.args(args).arg("--gateway-config").arg(&config);
+        let out = in_home(&mut cmd, home.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (verified, said, err) = run(&["audit", "verify"]);
+    assert!(verified, "the shared chain verifies: {said}{err}");
+    assert!(said.contains("intact"), "{said}");
+    let (tailed, lines, err) = run(&["audit", "tail", "--json", "-n", "1000000"]);
+    assert!(tailed, "{err}");
+    let events: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "seq has no gap or duplicate"
+    );
+    assert!(said.contains(&format!("{} events", events.len())), "{said}");
+    for (_, o) in &ok {
+        let Outcome::Ok { user, digest } = o else {
+            continue;
+        };
+        let lines = events
+            .iter()
+            .filter(|e| e["event"] == "call" && e["args_sha256"] == json!(digest))
+            .collect::<Vec<_>>();
+        assert_eq!(lines.len(), 1, "one call line for {user}'s call {digest}");
+        assert_eq!(lines[0]["user"], json!(user), "and it names its user");
+        assert_eq!(lines[0]["tool"], "echo");
+    }
+    let begun = events.iter().filter(|e| e["event"] == "call_begin").count();
+    let called = events.iter().filter(|e| e["event"] == "call").count();
+    assert!(
+        begun >= called && called >= ok.len(),
+        "every call line follows its call_begin line ({begun} begun, {called} called, {} seen to succeed)",
+        ok.len()
+    );
+    let count = |p: &str| refused.iter().filter(|r| r.starts_with(p)).count();
+    eprintln!(
+        "replicas: {} calls, {} succeeded; refused: {} by the gateway, {} 502 (killed mid-call), {} 503 (no replica ready); {} audit lines",
+        outcomes.len(),
+        ok.len(),
+        count("200 "),
+        count("502 "),
+        count("503 "),
+        events.len()
+    );
+
+    for r in replicas.into_iter().flatten() {
+        assert_eq!(r.stop(), Some(0), "a replica stops cleanly");
+    }
+    let started = Instant::now();
+    while !procs_with_tag(&t).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "an upstream outlived its replica (the killed one's too)"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(pg);
+}
