@@ -3,7 +3,12 @@
 //! one-person mode (a bearer secret) and in its team mode (`--gateway-config`: an
 //! EdDSA JWT checked against a JWKS, a Cedar decision, the rate limiter, metrics, and an
 //! audit line that names the user). The identity provider is a loopback thread serving
-//! the key set. Prints a Markdown table.
+//! the key set. Then shared state (a throwaway PostgreSQL cluster, Debian's server, as
+//! the tests start it): the same call with `"state"` (its `call_begin` and `call` lines
+//! committed to the shared chain), calls per second through Debian's HAProxy (the
+//! config in `docs/deploy/haproxy.cfg`) in front of one and of three replicas, and the
+//! audit append alone: the file against PostgreSQL, one at a time and many at once.
+//! Prints Markdown tables.
 //!
 //! Run with `cargo bench -p edgar-host --bench team_gateway`.
 
@@ -17,6 +22,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};
+
+#[path = "../../tests/it/postgres.rs"]
+mod postgres;
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const CALLS: usize = 2000;
@@ -184,6 +192,164 @@ fn measure(client: &mut Client) -> (Duration, Duration) {
     (times[n / 2], times[n * 9 / 10])
 }
 
+/// A team gateway config for `resource` in `home` (named `name`), with `extra` keys.
+fn team_config(home: &Path, name: &str, resource: &str, issuer: &str, extra: Value) -> String {
+    let mut config = json!({"resource": resource, "issuer": issuer,
+        "jwks_uri": format!("{issuer}/jwks"), "policy": "team.cedar",
+        "rate_limits": {"per_user": {"per_minute": 100000000}}});
+    if let (Value::Object(c), Value::Object(e)) = (&mut config, extra) {
+        c.extend(e);
+    }
+    let path = home.join(name);
+    std::fs::write(&path, config.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    path.display().to_string()
+}
+
+/// An EdDSA access token for `sub` in group `eng`, for `resource`.
+fn token(pkcs8: &[u8], issuer: &str, resource: &str, sub: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k".into());
+    jsonwebtoken::encode(
+        &header,
+        &json!({"iss": issuer, "aud": resource, "sub": sub, "groups": ["eng"], "exp": now + 3600}),
+        &jsonwebtoken::EncodingKey::from_ed_der(pkcs8),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// HAProxy (`docs/deploy/haproxy.cfg`) on `front` in front of `replicas`.
+struct Haproxy {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn haproxy(front: u16, replicas: &[u16]) -> Haproxy {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg: String = include_str!("../../docs/deploy/haproxy.cfg")
+        .replace("\"${EDGAR_FRONT}\"", &format!("127.0.0.1:{front}"))
+        .replace("\"${EDGAR_HOST}\"", &format!("127.0.0.1:{front}"))
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("server "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for (i, p) in replicas.iter().enumerate() {
+        cfg.push_str(&format!("    server r{i} 127.0.0.1:{p} check\n"));
+    }
+    let path = dir.path().join("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("haproxy (Debian's `haproxy` package): {e}"));
+    let proxy = Haproxy { child, _dir: dir };
+    // Every replica checked ready once (rise 1, every 500 ms).
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy
+}
+
+/// `threads` clients at once, each on its own keep-alive connection to `port`, each
+/// searching once and then making `n` calls: calls per second, and the median call.
+fn throughput(port: u16, tokens: &[String], n: usize) -> (f64, Duration) {
+    let started = Instant::now();
+    let workers: Vec<_> = tokens
+        .iter()
+        .map(|t| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut client = Client::connect(port, &t);
+                let found = client.rpc(
+                    "tools/call",
+                    json!({"name": "tool_search", "arguments": {"query": "ex__current_time"}}),
+                );
+                assert!(found.to_string().contains("ex__current_time"), "{found}");
+                (0..n)
+                    .map(|_| {
+                        let t = Instant::now();
+                        let m = client.rpc(
+                            "tools/call",
+                            json!({"name": "ex__current_time", "arguments": {}}),
+                        );
+                        assert!(m["result"]["isError"] != true, "{m}");
+                        t.elapsed()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut times: Vec<Duration> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap_or_else(|_| panic!("a client panicked")))
+        .collect();
+    let rate = times.len() as f64 / started.elapsed().as_secs_f64();
+    times.sort();
+    (rate, times[times.len() / 2])
+}
+
+/// Audit appends, one at a time and `tasks` at once (`writers` trails, as so many
+/// replicas), against the shared chain in `db`: (median one-at-a-time, appends per
+/// second at once).
+fn shared_appends(url: &str, n: usize, writers: usize, tasks: usize) -> (Duration, f64, u64) {
+    use edgar_host::state::{Database, Trail};
+    use edgar_host::trust::audit::{AuditKey, AuditLog};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    rt.block_on(async {
+        let db = Database::new(url).unwrap_or_else(|e| panic!("{e}"));
+        db.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+        let key = AuditKey::new([7; 32]);
+        let logs: Vec<AuditLog> = (0..writers)
+            .map(|_| AuditLog::shared(Trail::start(db.clone(), key.clone()), key.clone()))
+            .collect();
+        let mut one = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = Instant::now();
+            logs[0]
+                .record_confirmed("bench", json!({"i": i}))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            one.push(t.elapsed());
+        }
+        one.sort();
+        let started = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for t in 0..tasks {
+            let log = logs[t % writers].clone();
+            set.spawn(async move {
+                for i in 0..n / 10 {
+                    log.record_confirmed("bench", json!({"task": t, "i": i}))
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            });
+        }
+        set.join_all().await;
+        let rate = (tasks * (n / 10)) as f64 / started.elapsed().as_secs_f64();
+        let lines = edgar_host::state::trail::verify(&db, &key)
+            .await
+            .unwrap_or_else(|e| panic!("the bench's chain does not verify: {e}"));
+        (one[n / 2], rate, lines)
+    })
+}
+
 fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
@@ -215,27 +381,8 @@ fn main() {
         "permit(principal, action, resource in Server::\"ex\") when { principal.groups.contains(\"eng\") };",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let gateway_config = home.path().join("gateway.json");
-    std::fs::write(
-        &gateway_config,
-        json!({"resource": resource, "issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
-               "policy": "team.cedar", "rate_limits": {"per_user": {"per_minute": 1000000}}})
-        .to_string(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-    header.kid = Some("k".into());
-    let token = jsonwebtoken::encode(
-        &header,
-        &json!({"iss": issuer, "aud": resource, "sub": "ada", "groups": ["eng"], "exp": now + 3600}),
-        &jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let config_arg = gateway_config.display().to_string();
+    let config_arg = team_config(home.path(), "gateway.json", &resource, &issuer, json!({}));
+    let token = token(pkcs8.as_ref(), &issuer, &resource, "ada");
     let gw = start(home.path(), port, &["--gateway-config", &config_arg], &[]);
     let (team_median, team_p90) = measure(&mut Client::connect(port, &token));
     drop(gw);
@@ -284,5 +431,124 @@ fn main() {
     println!(
         "| of which one Cedar decision (in process) | {} | |",
         us(decide)
+    );
+
+    shared_state(home.path(), pkcs8.as_ref(), &issuer, team_median);
+}
+
+/// The shared-state rows: the same call with `"state"`, through HAProxy with one and
+/// three replicas, and the audit append alone.
+fn shared_state(home: &Path, pkcs8: &[u8], issuer: &str, team_median: Duration) {
+    let pg = postgres::Postgres::start();
+    let key_file = home.join("state.key");
+    std::fs::write(&key_file, format!("{}\n", "3c".repeat(32))).unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let state = json!({"state": pg.url(), "state_key_file": "state.key",
+                       "behind_proxy": ["127.0.0.1"]});
+
+    // One replica, direct.
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let config = team_config(home, "shared.json", &resource, issuer, state.clone());
+    let gw = start(home, port, &["--gateway-config", &config], &[]);
+    let ada = token(pkcs8, issuer, &resource, "ada");
+    let (shared_median, shared_p90) = measure(&mut Client::connect(port, &ada));
+    drop(gw);
+
+    // HAProxy in front of one, then three replicas; eight users at once.
+    let per_client = calls() / 4;
+    let mut rows = Vec::new();
+    for replicas in [1usize, 3] {
+        let front = free_port();
+        let resource = format!("http://127.0.0.1:{front}/mcp");
+        let config = team_config(home, "front.json", &resource, issuer, state.clone());
+        let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect();
+        let gws: Vec<Gateway> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let own = home.join(format!("replica-{replicas}-{i}"));
+                std::fs::create_dir_all(&own).unwrap_or_else(|e| panic!("{e}"));
+                start(
+                    home,
+                    p,
+                    &["--gateway-config", &config],
+                    &[
+                        ("EDGAR_STATE_DIR", own.join("state").to_str().unwrap_or("")),
+                        ("XDG_CACHE_HOME", own.join("cache").to_str().unwrap_or("")),
+                    ],
+                )
+            })
+            .collect();
+        let proxy = haproxy(front, &ports);
+        let tokens: Vec<String> = (0..8)
+            .map(|u| token(pkcs8, issuer, &resource, &format!("user-{u}")))
+            .collect();
+        let (rate, median) = throughput(front, &tokens, per_client);
+        rows.push((replicas, rate, median));
+        drop(proxy);
+        drop(gws);
+    }
+
+    // The audit append alone.
+    let n = 2000;
+    let file_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = edgar_host::trust::audit::AuditLog::new(file_dir.path());
+    let mut one = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        file.record("bench", json!({"i": i}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        one.push(t.elapsed());
+    }
+    one.sort();
+    let file_median = one[n / 2];
+    let (pg_one, pg_many, _) = shared_appends(&pg.url(), n, 1, 64);
+    let (_, pg_three, lines) = shared_appends(&pg.url(), n, 3, 96);
+    let bytes: f64 = pg
+        .query("SELECT pg_total_relation_size('edgar_audit')")
+        .parse()
+        .unwrap_or(0.0);
+    let audit_rows: f64 = pg
+        .query("SELECT count(*) FROM edgar_audit")
+        .parse()
+        .unwrap_or(1.0);
+
+    println!();
+    println!("| shared state (PostgreSQL 15, local) | median | p90 / rate |");
+    println!("|---|---|---|");
+    println!(
+        "| team mode with `\"state\"`, one replica, {} calls | {} (+{} over the file) | {} |",
+        calls(),
+        us(shared_median),
+        us(shared_median.saturating_sub(team_median)),
+        us(shared_p90)
+    );
+    for (replicas, rate, median) in rows {
+        println!(
+            "| through HAProxy, {replicas} replica(s), 8 users at once, {} calls | {} | {rate:.0} calls/s |",
+            8 * per_client,
+            us(median)
+        );
+    }
+    println!(
+        "| one audit append, file (`audit.jsonl`, flock) | {} | |",
+        us(file_median)
+    );
+    println!(
+        "| one audit append, PostgreSQL (committed, one at a time) | {} | |",
+        us(pg_one)
+    );
+    println!("| audit appends, PostgreSQL, 64 at once, one writer | | {pg_many:.0} appends/s |");
+    println!(
+        "| audit appends, PostgreSQL, 96 at once, three writers (replicas) on one chain | | {pg_three:.0} appends/s ({lines} lines verified) |"
+    );
+    println!(
+        "| `edgar_audit` on disk, with its indexes | {:.0} bytes a line | {audit_rows:.0} lines |",
+        bytes / audit_rows.max(1.0)
     );
 }

@@ -1,6 +1,7 @@
 //! What a team gateway's replicas share (`"state": "postgres://..."` in its config): the
-//! audit trail, one chain whichever replica writes ([`trail`]), and what each user's
-//! searches found ([`found`]), kept in PostgreSQL so any replica can answer any request
+//! audit trail, one chain whichever replica writes ([`trail`]), what each user's
+//! searches found ([`found`]), the servers' discoveries ([`discovery`]) and each user's
+//! exchanged upstream tokens, sealed ([`tokens`]), kept in PostgreSQL so any replica can answer any request
 //! and a replica lost loses nothing recorded. The key every replica reads from
 //! `"state_key_file"` keys that chain.
 //!
@@ -11,11 +12,15 @@
 use std::path::{Path, PathBuf};
 
 pub mod database;
+pub mod discovery;
 pub mod found;
+pub mod tokens;
 pub mod trail;
 
 pub use database::Database;
+pub use discovery::SharedDiscovery;
 pub use found::SharedFound;
+pub use tokens::SharedTokens;
 pub use trail::Trail;
 
 use crate::trust::audit::AuditKey;
@@ -81,6 +86,16 @@ impl StateKey {
         AuditKey::new(self.derive(b"edgar shared audit chain v1"))
     }
 
+    /// The key shared discovery rows are authenticated with (derived, like the above).
+    pub fn discovery_key(&self) -> [u8; 32] {
+        self.derive(b"edgar shared discovery v1")
+    }
+
+    /// The AES-256-GCM key shared upstream tokens are sealed with.
+    pub fn tokens_key(&self) -> [u8; 32] {
+        self.derive(b"edgar shared upstream tokens v1")
+    }
+
     fn derive(&self, label: &[u8]) -> [u8; 32] {
         struct Len32;
         impl ring::hkdf::KeyType for Len32 {
@@ -131,6 +146,11 @@ mod tests {
             "and the same on every replica"
         );
         assert_eq!(audit.len(), 64);
+        assert_ne!(
+            crate::digest::hex(&key.discovery_key()),
+            audit,
+            "each use has its own key"
+        );
     }
 
     #[test]

@@ -1,14 +1,13 @@
-//! A throwaway PostgreSQL cluster for the tests: Debian's server binaries, a data
-//! directory in a temporary directory, on a free loopback port, trust authentication.
-//! As root it runs as the `postgres` user (PostgreSQL refuses root). Stopped (fast) and
-//! removed when dropped; `stop` and `start` let a test take it away mid-load.
+//! A throwaway PostgreSQL cluster for the tests (and `host/benches/team_gateway.rs`,
+//! which includes this file): Debian's server binaries, a data directory in a temporary
+//! directory, on a free loopback port, trust authentication. As root it runs as the
+//! `postgres` user (PostgreSQL refuses root). Stopped (fast) and removed when dropped;
+//! `stop` and `start_again` let a test take it away mid-load.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use crate::mcp_http_real::free_port;
 
 pub struct Postgres {
     dir: tempfile::TempDir,
@@ -36,6 +35,13 @@ fn bin_dir() -> PathBuf {
             "no PostgreSQL server in /usr/lib/postgresql: install Debian's `postgresql` package (.ci/test does)"
         )
     })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The `postgres` user's uid and gid, when this process is root.
@@ -157,6 +163,29 @@ impl Postgres {
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!("PostgreSQL did not accept connections within 30 s");
+    }
+
+    /// The first column of `sql`'s rows, one per line (psql, unaligned).
+    pub fn query(&self, sql: &str) -> String {
+        let out = self
+            .command("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(["-d", "postgres", "-At", "-c", sql])
+            .output()
+            .unwrap_or_else(|e| panic!("psql: {e}"));
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     /// Stops the server (fast shutdown: connections are cut) and waits for it to end.

@@ -138,7 +138,7 @@ impl Key {
 /// The test identity provider: discovery metadata and a key set it can rotate.
 pub(crate) struct Idp {
     _rt: tokio::runtime::Runtime,
-    http: FakeHttp,
+    pub(crate) http: FakeHttp,
     pub(crate) base: String,
     keys: Arc<Mutex<Vec<Value>>>,
     /// The audience its introspection answers name (the gateway's resource).

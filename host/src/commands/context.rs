@@ -80,16 +80,26 @@ pub fn session_with(
     cwd: &std::path::Path,
     handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
 ) -> Session {
-    session_with_audit(config, cwd, handler, None)
+    session_shared(config, cwd, handler, None)
 }
 
-/// [`session_with`], its calls and decisions written to `audit` when given (a team
-/// gateway's shared trail) instead of the user's own.
-pub fn session_with_audit(
+/// What a team gateway's replicas share, for their sessions.
+#[derive(Clone)]
+pub struct Shared {
+    /// The one audit chain, instead of the user's own trail.
+    pub audit: AuditLog,
+    /// The discovery cache, besides this machine's.
+    pub cache: std::sync::Arc<dyn edgar_host::mcp::cache::SharedCache>,
+    /// Each user's exchanged upstream tokens, sealed.
+    pub tokens: std::sync::Arc<dyn edgar_host::auth::mcp::exchange::TokenVault>,
+}
+
+/// [`session_with`], with what replicas share when given.
+pub fn session_shared(
     config: &Config,
     cwd: &std::path::Path,
     handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
-    audit: Option<AuditLog>,
+    shared: Option<Shared>,
 ) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     // A command ends when it has answered: a discovery left running in the background
@@ -104,8 +114,10 @@ pub fn session_with_audit(
     if let Some(store) = opts.credentials.clone() {
         opts = opts.with_audit_key(store);
     }
-    if audit.is_some() {
-        opts.audit = audit;
+    if let Some(shared) = shared {
+        opts.audit = Some(shared.audit);
+        opts.shared_cache = Some(shared.cache);
+        opts.token_vault = Some(shared.tokens);
     }
     Session::new(config, opts)
 }

@@ -15,7 +15,7 @@ use edgar_host::gateway::per_user::PerUserServers;
 use edgar_host::gateway::team::config::SharedState;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
-use edgar_host::state::{SharedFound, StateKey, Trail};
+use edgar_host::state::{SharedDiscovery, SharedFound, SharedTokens, StateKey, Trail};
 use edgar_host::tools::search_tool::ToolSearch;
 use edgar_host::trust::audit::AuditLog;
 use serde_json::json;
@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
 
 use crate::cli::ClientKind;
 
-use super::context::{ask_human, guarded, load, note_held, runtime, session_with_audit};
+use super::context::{Shared, ask_human, guarded, load, note_held, runtime, session_shared};
 
 pub fn run(
     print_config: Option<ClientKind>,
@@ -81,23 +81,19 @@ pub fn run(
         // stdin carries the protocol: nobody can be asked anything there, but the
         // client may ask its user what upstream servers elicit.
         let forward = Forward::new(ask_human(&config, false));
-        // Replicas sharing state write one audit trail, in the database.
-        let shared_audit = match team.as_ref().and_then(|t| t.state.as_ref()) {
-            Some(state) => Some(shared_audit(state).await?),
+        // Replicas sharing state write one audit trail and share discoveries, in the
+        // database.
+        let shared = match team.as_ref().and_then(|t| t.state.as_ref()) {
+            Some(state) => Some(shared_state(state).await?),
             None => None,
         };
-        let session = Arc::new(session_with_audit(
-            &config,
-            &cwd,
-            forward.clone(),
-            shared_audit.clone(),
-        ));
+        let session = Arc::new(session_shared(&config, &cwd, forward.clone(), shared.clone()));
         let search = ToolSearch::new(reserve);
         let (team, tls) = match team {
             Some(config) => {
                 let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
                 let mut team = Team::start(config).await?;
-                team.shared_audit = shared_audit.clone();
+                team.shared_audit = shared.as_ref().map(|s| s.audit.clone());
                 team.shared_found = team
                     .config
                     .state
@@ -109,7 +105,7 @@ pub fn run(
         };
         let gateway = match &team {
             Some(t) => {
-                let per_user = per_user_servers(&config, &cwd, &forward, shared_audit.clone());
+                let per_user = per_user_servers(&config, &cwd, &forward, shared.clone());
                 Gateway::for_team(session.clone(), search, exposure, forward, t.clone(), per_user)
             }
             None => Gateway::new(session.clone(), search, exposure, forward),
@@ -175,10 +171,10 @@ pub fn run(
 /// How long a replica starting waits for the shared database before giving up.
 const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The audit trail replicas share: the key read, the database reached (tried again for
-/// [`STATE_WAIT`]: replicas may start before it) and its schema migrated, the writer
-/// started.
-async fn shared_audit(state: &SharedState) -> anyhow::Result<AuditLog> {
+/// What replicas share: the key read, the database reached (tried again for
+/// [`STATE_WAIT`]: replicas may start before it) and its schema migrated, the audit
+/// writer started, the discovery cache and the token vault opened.
+async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
     let key = StateKey::load(&state.key_file)?;
     let started = std::time::Instant::now();
     loop {
@@ -200,7 +196,14 @@ async fn shared_audit(state: &SharedState) -> anyhow::Result<AuditLog> {
     }
     let audit_key = key.audit_key();
     let trail = Trail::start(state.database.clone(), audit_key.clone());
-    Ok(AuditLog::shared(trail, audit_key))
+    Ok(Shared {
+        audit: AuditLog::shared(trail, audit_key),
+        cache: Arc::new(SharedDiscovery::new(
+            state.database.clone(),
+            key.discovery_key(),
+        )),
+        tokens: Arc::new(SharedTokens::new(state.database.clone(), key.tokens_key())?),
+    })
 }
 
 /// Where `serve` listens: stdio unless one of these is given.
@@ -216,7 +219,7 @@ fn per_user_servers(
     config: &edgar_host::config::Config,
     cwd: &std::path::Path,
     forward: &Arc<Forward>,
-    audit: Option<AuditLog>,
+    shared: Option<Shared>,
 ) -> Option<PerUserServers> {
     let mut theirs = config.clone();
     theirs.servers.retain(|s| s.per_user);
@@ -225,7 +228,7 @@ fn per_user_servers(
     }
     let names: Vec<String> = theirs.servers.iter().map(|s| s.name.clone()).collect();
     let (cwd, forward) = (cwd.to_owned(), forward.clone());
-    let make = move || session_with_audit(&theirs, &cwd, forward.clone(), audit.clone());
+    let make = move || session_shared(&theirs, &cwd, forward.clone(), shared.clone());
     Some(PerUserServers::new(names, Box::new(make)))
 }
 

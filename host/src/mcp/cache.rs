@@ -16,6 +16,10 @@ use crate::config::ServerSpec;
 use crate::guard::{CachedTool, SanitizedTool, ToolName};
 use crate::trust::pins::Quarantined;
 
+mod shared;
+
+pub use shared::{Fetched, SharedCache};
+
 /// Bumped when the entry format changes; older entries are then misses.
 const FORMAT: u32 = 2;
 /// Largest cache file read back.
@@ -143,12 +147,15 @@ pub struct Failure {
 #[derive(Debug, Clone)]
 pub struct ToolCache {
     dir: Option<PathBuf>,
+    /// Where entries are shared beyond this machine, if anywhere.
+    shared: Option<shared::Shared>,
 }
 
 impl ToolCache {
     pub fn new(cache_dir: Option<&Path>) -> ToolCache {
         ToolCache {
             dir: cache_dir.map(|d| d.join("tools")),
+            shared: None,
         }
     }
 
@@ -248,10 +255,8 @@ impl ToolCache {
             quarantined: &entry.quarantined,
             tools: &entry.tools,
         };
-        crate::paths::write_atomic(
-            &full,
-            &serde_json::to_vec(&out).map_err(std::io::Error::other)?,
-        )?;
+        let full_bytes = serde_json::to_vec(&out).map_err(std::io::Error::other)?;
+        crate::paths::write_atomic(&full, &full_bytes)?;
         let list = Names {
             format: FORMAT,
             fetched_at: entry.fetched_at,
@@ -266,10 +271,10 @@ impl ToolCache {
                 .collect(),
             quarantined: entry.quarantined.len(),
         };
-        crate::paths::write_atomic(
-            &names,
-            &serde_json::to_vec(&list).map_err(std::io::Error::other)?,
-        )
+        let names_bytes = serde_json::to_vec(&list).map_err(std::io::Error::other)?;
+        crate::paths::write_atomic(&names, &names_bytes)?;
+        self.share(spec, &full, full_bytes, names_bytes);
+        Ok(())
     }
 
     /// Forgets a server's cached tools (all configs of it).

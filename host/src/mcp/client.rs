@@ -89,6 +89,10 @@ pub struct SessionOptions {
     /// Longest a prompt or a search waits for servers that must be discovered
     /// ([`PROMPT_BUDGET`] by default); the rest join when they are ready.
     pub prompt_budget: Duration,
+    /// A discovery cache shared with other machines (a team gateway's replicas).
+    pub shared_cache: Option<Arc<dyn crate::mcp::cache::SharedCache>>,
+    /// Where per-user exchanged tokens are kept for other machines too (sealed).
+    pub token_vault: Option<Arc<dyn crate::auth::mcp::exchange::TokenVault>>,
 }
 
 /// How long the prompt's names (and a search) wait for servers without a cache entry:
@@ -107,6 +111,8 @@ impl SessionOptions {
             pins: None,
             audit: None,
             prompt_budget: PROMPT_BUDGET,
+            shared_cache: None,
+            token_vault: None,
         }
     }
 
@@ -291,7 +297,7 @@ impl Session {
                 })
                 .collect(),
             guard: Arc::new(Guard::new(opts.cache_dir.clone())),
-            cache: ToolCache::new(opts.cache_dir.as_deref()),
+            cache: ToolCache::new(opts.cache_dir.as_deref()).with_shared(opts.shared_cache.clone()),
             opts,
             validators: Mutex::new(HashMap::new()),
             sign_ins: Mutex::new(HashMap::new()),

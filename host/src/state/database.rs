@@ -46,6 +46,28 @@ const MIGRATIONS: &[(i32, &str)] = &[
         PRIMARY KEY (principal, tool)
     );",
     ),
+    (
+        3,
+        "CREATE TABLE edgar_discovery (
+        file       text PRIMARY KEY,
+        server     text NOT NULL,
+        entry      bytea NOT NULL,
+        names      bytea NOT NULL,
+        mac        text NOT NULL,
+        written_at timestamptz NOT NULL DEFAULT now()
+    );",
+    ),
+    (
+        4,
+        "CREATE TABLE edgar_tokens (
+        upstream   text   NOT NULL,
+        principal  text   NOT NULL,
+        nonce      bytea  NOT NULL,
+        sealed     bytea  NOT NULL,
+        expires_ms bigint NOT NULL,
+        PRIMARY KEY (upstream, principal)
+    );",
+    ),
 ];
 
 /// Where the shared state lives, and how to reach it.
@@ -156,6 +178,38 @@ impl Database {
             tracing::info!(version, "shared state: schema migrated");
         }
         tx.commit().await.map_err(db_error)
+    }
+}
+
+/// One connection that concurrent queries share (tokio-postgres pipelines them), made
+/// again when it has closed. Not for transactions: the audit writer has its own.
+pub struct Pipelined {
+    db: Database,
+    client: tokio::sync::Mutex<Option<std::sync::Arc<Client>>>,
+}
+
+impl Pipelined {
+    pub fn new(db: Database) -> Pipelined {
+        Pipelined {
+            db,
+            client: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub async fn get(&self) -> Result<std::sync::Arc<Client>, StateError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = std::sync::Arc::new(self.db.connect().await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+}
+
+impl std::fmt::Debug for Pipelined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipelined").field("db", &self.db).finish()
     }
 }
 

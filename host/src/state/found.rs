@@ -4,45 +4,23 @@
 //! keyed by the user's subject. Queries share one pipelined connection, made again
 //! when it closes.
 
-use std::sync::Arc;
-
-use tokio::sync::Mutex;
-use tokio_postgres::Client;
-
-use super::database::db_error;
+use super::database::{Pipelined, db_error};
 use super::{Database, StateError};
 
 /// Most names one user's row set grows by in one write (a search returns a few).
 const MAX_NAMES_PER_WRITE: usize = 256;
 
 /// The found tools table, and the connection to it.
+#[derive(Debug)]
 pub struct SharedFound {
-    db: Database,
-    client: Mutex<Option<Arc<Client>>>,
-}
-
-impl std::fmt::Debug for SharedFound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedFound").field("db", &self.db).finish()
-    }
+    conn: Pipelined,
 }
 
 impl SharedFound {
     pub fn new(db: Database) -> SharedFound {
         SharedFound {
-            db,
-            client: Mutex::new(None),
+            conn: Pipelined::new(db),
         }
-    }
-
-    async fn client(&self) -> Result<Arc<Client>, StateError> {
-        let mut slot = self.client.lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
-        }
-        let c = Arc::new(self.db.connect().await?);
-        *slot = Some(c.clone());
-        Ok(c)
     }
 
     /// Records that `user` found `names`.
@@ -55,7 +33,8 @@ impl SharedFound {
         if names.is_empty() {
             return Ok(());
         }
-        self.client()
+        self.conn
+            .get()
             .await?
             .execute(
                 "INSERT INTO edgar_found (principal, tool) SELECT $1, unnest($2::text[])
@@ -70,7 +49,8 @@ impl SharedFound {
     /// Every tool name `user` has found.
     pub async fn names(&self, user: &str) -> Result<Vec<String>, StateError> {
         let rows = self
-            .client()
+            .conn
+            .get()
             .await?
             .query(
                 "SELECT tool FROM edgar_found WHERE principal = $1 ORDER BY tool",

@@ -3,13 +3,14 @@
 //! endpoint (RFC 8693) for one scoped to that server, kept per user until it expires.
 //! The user's token goes to that endpoint only, never to the server (the MCP spec
 //! forbids passing a client's token through); a message sent for no user carries no
-//! token at all.
+//! token at all. With a [`TokenVault`] (a team gateway's replicas), an exchanged token
+//! is also kept there, sealed, so another replica reuses it instead of exchanging again.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
@@ -30,6 +31,20 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// Users whose tokens are kept at once; the memory is emptied when full.
 const MAX_USERS: usize = 10_000;
 
+/// A token as a vault gives it back: the token and until when it lives.
+pub type Kept = Pin<Box<dyn Future<Output = Option<(Secret, SystemTime)>> + Send>>;
+
+/// Where exchanged tokens are kept beyond this process, by upstream and user. What a
+/// vault gives back for one user must never be another's (the state layer seals each
+/// token to its upstream and user).
+pub trait TokenVault: Send + Sync {
+    fn get(&self, upstream: &str, sub: &str) -> Kept;
+    /// Keeps `token` until `until` (not waited for).
+    fn put(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime);
+    /// Forgets a token the upstream refused (not waited for).
+    fn forget(&self, upstream: &str, sub: &str);
+}
+
 /// One server's per-user sign-in.
 pub struct PerUser {
     server: String,
@@ -39,6 +54,7 @@ pub struct PerUser {
     scope: Option<String>,
     client: Client,
     tokens: Mutex<HashMap<String, (Secret, Instant)>>,
+    vault: Option<Arc<dyn TokenVault>>,
 }
 
 impl PerUser {
@@ -77,7 +93,20 @@ impl PerUser {
                 issuer: cfg.issuer.clone(),
             },
             tokens: Mutex::new(HashMap::new()),
+            vault: None,
         })
+    }
+
+    /// Also keeps exchanged tokens in `vault` (and looks there before exchanging).
+    pub fn with_vault(mut self, vault: Option<Arc<dyn TokenVault>>) -> PerUser {
+        self.vault = vault;
+        self
+    }
+
+    /// This upstream, as the vault knows it: its name and URL (a renamed or moved server
+    /// never gets another's tokens).
+    fn upstream(&self) -> String {
+        format!("{}\n{}", self.server, self.resource)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Secret, Instant)>> {
@@ -90,6 +119,14 @@ impl PerUser {
             && Instant::now() + MARGIN < *until
         {
             return Ok(token.clone());
+        }
+        if let Some(vault) = &self.vault
+            && let Some((token, until)) = vault.get(&self.upstream(), &subject.sub).await
+            && let Ok(left) = until.duration_since(SystemTime::now())
+            && left > MARGIN
+        {
+            self.keep(&subject.sub, &token, left);
+            return Ok(token);
         }
         let http = crate::auth::oauth::http_client()?;
         let mut form = vec![
@@ -115,15 +152,24 @@ impl PerUser {
         .await
         .map_err(token::Refusal::into_error)?;
         let (token, lifetime) = issued(&answer)?;
+        self.keep(&subject.sub, &token, lifetime);
+        if let Some(vault) = &self.vault {
+            vault.put(
+                &self.upstream(),
+                &subject.sub,
+                &token,
+                SystemTime::now() + lifetime,
+            );
+        }
+        Ok(token)
+    }
+
+    fn keep(&self, sub: &str, token: &Secret, lifetime: Duration) {
         let mut tokens = self.lock();
         if tokens.len() >= MAX_USERS {
             tokens.clear();
         }
-        tokens.insert(
-            subject.sub.clone(),
-            (token.clone(), Instant::now() + lifetime),
-        );
-        Ok(token)
+        tokens.insert(sub.to_owned(), (token.clone(), Instant::now() + lifetime));
     }
 }
 
@@ -195,9 +241,18 @@ impl Authorizer for PerUser {
                 return false;
             };
             let mut tokens = self.lock();
-            let before = tokens.len();
-            tokens.retain(|_, (t, _)| t.expose() != sent.expose());
-            tokens.len() < before
+            let whose: Vec<String> = tokens
+                .iter()
+                .filter(|(_, (t, _))| t.expose() == sent.expose())
+                .map(|(sub, _)| sub.clone())
+                .collect();
+            for sub in &whose {
+                tokens.remove(sub);
+                if let Some(vault) = &self.vault {
+                    vault.forget(&self.upstream(), sub);
+                }
+            }
+            !whose.is_empty()
         })
     }
 }

@@ -377,7 +377,7 @@ impl SessionInner {
             return Ok(offered(&server.spec, tools));
         }
         let digest = self.adapter_digest(server)?;
-        if let Some(entry) = self.cache.read(&server.spec, &digest) {
+        if let Some(entry) = self.cache.read_shared(&server.spec, &digest).await {
             let tools = Arc::new(entry.tools);
             server.set_quarantined(entry.quarantined);
             server.set_cached(Some(tools.clone()));

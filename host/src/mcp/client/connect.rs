@@ -52,7 +52,7 @@ impl SessionInner {
         // (kept by the connection's authorizer for as long as it lives).
         if spec.oauth.grant == crate::config::Grant::TokenExchange {
             return match crate::auth::mcp::exchange::PerUser::new(spec) {
-                Ok(a) => Some(Arc::new(a)),
+                Ok(a) => Some(Arc::new(a.with_vault(self.opts.token_vault.clone()))),
                 Err(e) => {
                     tracing::warn!(server = spec.name, "no sign-in: {e}");
                     None
