@@ -23,6 +23,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};
 
+// The tests' throwaway cluster; its TLS variant is for a test only.
+#[allow(dead_code)]
 #[path = "../../tests/it/postgres.rs"]
 mod postgres;
 
@@ -304,9 +306,15 @@ fn throughput(port: u16, tokens: &[String], n: usize) -> (f64, Duration) {
 /// Audit appends, one at a time and `tasks` at once (`writers` trails, as so many
 /// replicas), against the shared chain in `db`: (median one-at-a-time, appends per
 /// second at once).
-fn shared_appends(url: &str, n: usize, writers: usize, tasks: usize) -> (Duration, f64, u64) {
-    use edgar_host::state::{Database, Trail};
-    use edgar_host::trust::audit::{AuditKey, AuditLog};
+fn shared_appends(
+    url: &str,
+    key_file: &Path,
+    n: usize,
+    writers: usize,
+    tasks: usize,
+) -> (Duration, f64, u64) {
+    use edgar_host::state::{Database, StateKey, Trail};
+    use edgar_host::trust::audit::AuditLog;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -315,7 +323,10 @@ fn shared_appends(url: &str, n: usize, writers: usize, tasks: usize) -> (Duratio
     rt.block_on(async {
         let db = Database::new(url).unwrap_or_else(|e| panic!("{e}"));
         db.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-        let key = AuditKey::new([7; 32]);
+        // The gateways' key: the chain they began goes on.
+        let key = StateKey::load(key_file)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .audit_key();
         let logs: Vec<AuditLog> = (0..writers)
             .map(|_| AuditLog::shared(Trail::start(db.clone(), key.clone()), key.clone()))
             .collect();
@@ -507,8 +518,8 @@ fn shared_state(home: &Path, pkcs8: &[u8], issuer: &str, team_median: Duration) 
     }
     one.sort();
     let file_median = one[n / 2];
-    let (pg_one, pg_many, _) = shared_appends(&pg.url(), n, 1, 64);
-    let (_, pg_three, lines) = shared_appends(&pg.url(), n, 3, 96);
+    let (pg_one, pg_many, _) = shared_appends(&pg.url(), &key_file, n, 1, 64);
+    let (_, pg_three, lines) = shared_appends(&pg.url(), &key_file, n, 3, 96);
     let bytes: f64 = pg
         .query("SELECT pg_total_relation_size('edgar_audit')")
         .parse()

@@ -15,6 +15,8 @@ pub struct Postgres {
     port: u16,
     owner: Option<(u32, u32)>,
     child: Option<Child>,
+    /// Server settings given at each start (`-c name=value`).
+    settings: Vec<String>,
 }
 
 /// The newest installed server's binaries (`/usr/lib/postgresql/<version>/bin`).
@@ -71,18 +73,114 @@ fn uid() -> u32 {
 impl Postgres {
     /// A new cluster, started and accepting connections.
     pub fn start() -> Postgres {
+        let mut pg = Postgres::init();
+        pg.start_again();
+        pg
+    }
+
+    /// A new cluster that takes TLS connections: a CA and a certificate for 127.0.0.1
+    /// made with `openssl`; the CA's PEM file, for clients to trust.
+    pub fn start_tls() -> (Postgres, PathBuf) {
+        let mut pg = Postgres::init();
+        let dir = pg.dir.path().to_owned();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap_or_else(|e| panic!("openssl (Debian's `openssl` package): {e}"));
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=edgar test CA",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            dir.join("san.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        for f in ["server.key", "server.pem"] {
+            let path = dir.join(f);
+            if let Some((uid, gid)) = pg.owner {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        pg.settings = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", dir.join("server.pem").display()),
+            format!("ssl_key_file={}", dir.join("server.key").display()),
+        ];
+        pg.start_again();
+        (pg, dir.join("ca.pem"))
+    }
+
+    fn init() -> Postgres {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let owner = owner();
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
                 .unwrap_or_else(|e| panic!("{e}"));
         }
-        let mut pg = Postgres {
+        let pg = Postgres {
             dir,
             bin: bin_dir(),
             port: free_port(),
             owner,
             child: None,
+            settings: Vec::new(),
         };
         let out = pg
             .command("initdb")
@@ -104,7 +202,6 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        pg.start_again();
         pg
     }
 
@@ -121,10 +218,15 @@ impl Postgres {
         cmd
     }
 
-    /// A URL for the `postgres` database as the `postgres` superuser.
+    /// A URL for the `postgres` database as the `postgres` superuser, without TLS.
     pub fn url(&self) -> String {
+        self.url_with("sslmode=disable")
+    }
+
+    /// The same with another query (`sslmode=require`).
+    pub fn url_with(&self, query: &str) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=disable",
+            "postgres://postgres@127.0.0.1:{}/postgres?{query}",
             self.port
         )
     }
@@ -144,6 +246,7 @@ impl Postgres {
                 "-c",
                 "max_connections=200",
             ])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

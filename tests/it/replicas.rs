@@ -38,6 +38,17 @@ struct Replica {
 
 impl Replica {
     fn start(home: &Path, config: &Path, port: u16, n: usize) -> Replica {
+        Replica::start_with(home, config, port, n, &[])
+    }
+
+    /// [`Replica::start`] with `env` set too.
+    fn start_with(
+        home: &Path,
+        config: &Path,
+        port: u16,
+        n: usize,
+        env: &[(&str, &Path)],
+    ) -> Replica {
         let mut cmd = Command::new(EDGAR);
         cmd.args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
             .arg("--gateway-config")
@@ -45,6 +56,7 @@ impl Replica {
         let mut child = in_home(&mut cmd, home)
             .env("EDGAR_STATE_DIR", home.join(format!("state-{n}")))
             .env("XDG_CACHE_HOME", home.join(format!("cache-{n}")))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -227,6 +239,17 @@ impl Setup {
     /// With the servers `servers` gives (from the identity provider and the test's tag).
     fn with_servers(test: &str, servers: impl FnOnce(&Idp, &str) -> Value) -> Setup {
         let pg = Postgres::start();
+        let url = pg.url();
+        Setup::build(test, pg, &url, servers)
+    }
+
+    /// With `pg`, reached at `url`.
+    fn build(
+        test: &str,
+        pg: Postgres,
+        url: &str,
+        servers: impl FnOnce(&Idp, &str) -> Value,
+    ) -> Setup {
         let key = Key::es256();
         let idp = Idp::start(vec![key.jwk("k1")]);
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -250,7 +273,7 @@ impl Setup {
                 "issuer": idp.base,
                 "policy": "team.cedar",
                 "behind_proxy": ["127.0.0.1"],
-                "state": pg.url(),
+                "state": url,
                 "state_key_file": "state.key",
             })
             .to_string(),
@@ -294,6 +317,66 @@ impl Setup {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+}
+
+#[test]
+fn the_database_is_reached_over_tls_when_the_url_asks_and_its_certificate_is_checked() {
+    let (pg, ca) = Postgres::start_tls();
+    let url = pg.url_with("sslmode=require");
+    let s = Setup::build(
+        "tls",
+        pg,
+        &url,
+        |_, t| json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    // With the system's roots only (not the test CA), a replica does not take the
+    // database's word for it.
+    let mut cmd = Command::new(EDGAR);
+    cmd.args([
+        "mcp",
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{}", free_port()),
+    ])
+    .arg("--gateway-config")
+    .arg(&s.config);
+    let mut child = in_home(&mut cmd, s.home.path())
+        .env("EDGAR_STATE_DIR", s.home.path().join("state-x"))
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
+    let mut line = String::new();
+    let _ = stderr.read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.contains("trying again") && line.to_lowercase().contains("certificate"),
+        "an untrusted database certificate is refused, and said: {line}"
+    );
+    assert!(!line.contains("serving"), "{line}");
+    // Trusting it, the replica serves, its connections encrypted.
+    let port = free_port();
+    let r = Replica::start_with(s.home.path(), &s.config, port, 0, &[("SSL_CERT_FILE", &ca)]);
+    s.search(port, "ada");
+    let encrypted = s.pg.query(
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+         WHERE s.ssl AND a.application_name = 'edgar'",
+    );
+    let plain = s.pg.query(
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+         WHERE NOT s.ssl AND a.application_name = 'edgar'",
+    );
+    assert!(
+        encrypted.parse::<u32>().unwrap_or(0) >= 2,
+        "{encrypted} TLS connections"
+    );
+    assert_eq!(plain, "0", "no plain connection");
+    assert_eq!(r.stop(), Some(0));
 }
 
 #[test]

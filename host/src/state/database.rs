@@ -225,12 +225,22 @@ fn tls() -> Result<MakeRustlsConnect, StateError> {
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// A database error as a message: its text (never the connection string).
+/// A database error as a message: its text and causes (a TLS handshake says why it
+/// failed), never the connection string.
 pub(super) fn db_error(e: tokio_postgres::Error) -> StateError {
-    let text = match e.as_db_error() {
+    let mut text = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => e.to_string(),
     };
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
     StateError::Database(text)
 }
 
