@@ -687,6 +687,10 @@ fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_die
         "calls succeed again once the database is back"
     );
 
+    // Stopped before the trail is read: each writes its last line on the way out.
+    for r in replicas.into_iter().flatten() {
+        assert_eq!(r.stop(), Some(0), "a replica stops cleanly");
+    }
     let run = |args: &[&str]| {
         let mut cmd = Command::new(EDGAR);
         cmd.args(args).arg("--gateway-config").arg(&config);
@@ -727,6 +731,17 @@ fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_die
         assert_eq!(lines[0]["user"], json!(user), "and it names its user");
         assert_eq!(lines[0]["tool"], "echo");
     }
+    let count = |event: &str| events.iter().filter(|e| e["event"] == event).count();
+    assert_eq!(
+        count("gateway_start"),
+        4,
+        "three replicas and the one restarted"
+    );
+    assert_eq!(
+        count("gateway_stop"),
+        3,
+        "each replica stopped by SIGTERM wrote its last line (the killed one could not)"
+    );
     let begun = events.iter().filter(|e| e["event"] == "call_begin").count();
     let called = events.iter().filter(|e| e["event"] == "call").count();
     assert!(
@@ -745,9 +760,6 @@ fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_die
         events.len()
     );
 
-    for r in replicas.into_iter().flatten() {
-        assert_eq!(r.stop(), Some(0), "a replica stops cleanly");
-    }
     let started = Instant::now();
     while !procs_with_tag(&t).is_empty() {
         assert!(

@@ -163,9 +163,25 @@ pub fn run(
         };
         users.close_users().await;
         session.close().await;
+        if let Some(shared) = &shared {
+            // Written after every line queued before it: lines not waited for (denials,
+            // pins) are in the chain before the process goes.
+            let stop = shared.audit.record_confirmed("gateway_stop", json!({"replica": replica()}));
+            match tokio::time::timeout(std::time::Duration::from_secs(5), stop).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => eprintln!("edgar: {e}"),
+                Err(_) => eprintln!("edgar: the shared audit trail did not take the last lines within 5 s"),
+            }
+        }
         served?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// This replica, as its audit lines name it: the host's name and the process id.
+fn replica() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}/{}", host.trim(), std::process::id())
 }
 
 /// How long a replica starting waits for the shared database before giving up.
@@ -196,8 +212,12 @@ async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
     }
     let audit_key = key.audit_key();
     let trail = Trail::start(state.database.clone(), audit_key.clone());
+    let audit = AuditLog::shared(trail, audit_key);
+    audit
+        .record_confirmed("gateway_start", json!({"replica": replica()}))
+        .await?;
     Ok(Shared {
-        audit: AuditLog::shared(trail, audit_key),
+        audit,
         cache: Arc::new(SharedDiscovery::new(
             state.database.clone(),
             key.discovery_key(),
