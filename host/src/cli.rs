@@ -217,6 +217,10 @@ pub enum McpCommand {
         /// Approve without asking (still prints what is approved).
         #[arg(long)]
         yes: bool,
+        /// The pins a team gateway's replicas share (the config's "state" database),
+        /// not this user's.
+        #[arg(long, value_name = "FILE")]
+        gateway_config: Option<std::path::PathBuf>,
     },
     /// Withdraw the approval of a project server.
     Revoke { name: String },
@@ -225,6 +229,9 @@ pub enum McpCommand {
         name: Option<String>,
         #[arg(long)]
         json: bool,
+        /// The pins a team gateway's replicas share (see `approve`).
+        #[arg(long, value_name = "FILE")]
+        gateway_config: Option<std::path::PathBuf>,
     },
     /// Write ./.mcp.lock: the pins of this project's servers, to commit for a team.
     Lock,

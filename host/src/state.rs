@@ -1,7 +1,8 @@
 //! What a team gateway's replicas share (`"state": "postgres://..."` in its config): the
 //! audit trail, one chain whichever replica writes ([`trail`]), what each user's
-//! searches found ([`found`]), the servers' discoveries ([`discovery`]) and each user's
-//! exchanged upstream tokens, sealed ([`tokens`]), kept in PostgreSQL so any replica can answer any request
+//! searches found ([`found`]), the servers' discoveries ([`discovery`]), the tools'
+//! pins ([`pins`]) and each user's exchanged upstream tokens, sealed ([`tokens`]), kept
+//! in PostgreSQL so any replica can answer any request
 //! and a replica lost loses nothing recorded. The key every replica reads from
 //! `"state_key_file"` keys that chain.
 //!
@@ -14,12 +15,14 @@ use std::path::{Path, PathBuf};
 pub mod database;
 pub mod discovery;
 pub mod found;
+pub mod pins;
 pub mod tokens;
 pub mod trail;
 
 pub use database::Database;
 pub use discovery::SharedDiscovery;
 pub use found::SharedFound;
+pub use pins::SharedPinFiles;
 pub use tokens::SharedTokens;
 pub use trail::Trail;
 
@@ -89,6 +92,11 @@ impl StateKey {
     /// The key shared discovery rows are authenticated with (derived, like the above).
     pub fn discovery_key(&self) -> [u8; 32] {
         self.derive(b"edgar shared discovery v1")
+    }
+
+    /// The key shared pin files are authenticated with.
+    pub fn pins_key(&self) -> [u8; 32] {
+        self.derive(b"edgar shared pins v1")
     }
 
     /// The AES-256-GCM key shared upstream tokens are sealed with.

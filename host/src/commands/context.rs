@@ -92,6 +92,8 @@ pub struct Shared {
     pub cache: std::sync::Arc<dyn edgar_host::mcp::cache::SharedCache>,
     /// Each user's exchanged upstream tokens, sealed.
     pub tokens: std::sync::Arc<dyn edgar_host::auth::mcp::exchange::TokenVault>,
+    /// The tools' pins.
+    pub pins: std::sync::Arc<dyn edgar_host::trust::pins::SharedPins>,
 }
 
 /// [`session_with`], with what replicas share when given.
@@ -118,6 +120,10 @@ pub fn session_shared(
         opts.audit = Some(shared.audit);
         opts.shared_cache = Some(shared.cache);
         opts.token_vault = Some(shared.tokens);
+        if let Some(state) = edgar_host::trust::state_dir() {
+            let pins = edgar_host::trust::pins::PinStore::new(&state, Some(&opts.cwd));
+            opts.pins = Some(std::sync::Arc::new(pins.with_shared(Some(shared.pins))));
+        }
     }
     Session::new(config, opts)
 }

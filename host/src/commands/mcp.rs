@@ -253,13 +253,28 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 remove,
             ))
         }
-        McpCommand::Approve { name, all: _, yes } => {
-            super::trust::approve(&load(&paths)?, name.as_deref(), yes)
-        }
+        McpCommand::Approve {
+            name,
+            all: _,
+            yes,
+            gateway_config,
+        } => super::trust::approve(
+            &load(&paths)?,
+            name.as_deref(),
+            yes,
+            gateway_config.as_deref(),
+        ),
         McpCommand::Revoke { name } => super::trust::revoke(&load(&paths)?, &name),
-        McpCommand::Pins { name, json } => {
-            super::trust::show_pins(&load(&paths)?, name.as_deref(), json)
-        }
+        McpCommand::Pins {
+            name,
+            json,
+            gateway_config,
+        } => super::trust::show_pins(
+            &load(&paths)?,
+            name.as_deref(),
+            json,
+            gateway_config.as_deref(),
+        ),
         McpCommand::Lock => super::trust::lock(&load(&paths)?, &cwd),
         McpCommand::Verify => super::trust::verify(&load(&paths)?, &cwd),
         McpCommand::Reset { name } => runtime()?.block_on(async {

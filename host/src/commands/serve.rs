@@ -15,7 +15,9 @@ use edgar_host::gateway::per_user::PerUserServers;
 use edgar_host::gateway::team::config::SharedState;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
-use edgar_host::state::{SharedDiscovery, SharedFound, SharedTokens, StateKey, Trail};
+use edgar_host::state::{
+    SharedDiscovery, SharedFound, SharedPinFiles, SharedTokens, StateKey, Trail,
+};
 use edgar_host::tools::search_tool::ToolSearch;
 use edgar_host::trust::audit::AuditLog;
 use serde_json::json;
@@ -189,7 +191,7 @@ const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What replicas share: the key read, the database reached (tried again for
 /// [`STATE_WAIT`]: replicas may start before it) and its schema migrated, the audit
-/// writer started, the discovery cache and the token vault opened.
+/// writer started, the discovery cache, the token vault and the pins opened.
 async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
     let key = StateKey::load(&state.key_file)?;
     let started = std::time::Instant::now();
@@ -223,6 +225,10 @@ async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
             key.discovery_key(),
         )),
         tokens: Arc::new(SharedTokens::new(state.database.clone(), key.tokens_key())?),
+        pins: Arc::new(
+            SharedPinFiles::start(state.database.clone(), key.pins_key())
+                .map_err(anyhow::Error::msg)?,
+        ),
     })
 }
 

@@ -26,8 +26,29 @@ fn pin_store(config: &Config) -> anyhow::Result<PinStore> {
     Ok(PinStore::new(&state()?, Some(&config.project_dir)))
 }
 
-pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result<ExitCode> {
+/// [`pin_store`], with the pins a team gateway's replicas share when `gateway_config`
+/// names its config.
+fn pin_store_for(
+    config: &Config,
+    gateway_config: Option<&std::path::Path>,
+) -> anyhow::Result<PinStore> {
     let pins = pin_store(config)?;
+    let Some(path) = gateway_config else {
+        return Ok(pins);
+    };
+    let (db, key) = gateway_state(path)?;
+    let shared =
+        edgar_host::state::SharedPinFiles::start(db, key.pins_key()).map_err(anyhow::Error::msg)?;
+    Ok(pins.with_shared(Some(std::sync::Arc::new(shared))))
+}
+
+pub fn approve(
+    config: &Config,
+    name: Option<&str>,
+    yes: bool,
+    gateway_config: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let pins = pin_store_for(config, gateway_config)?;
     let mut targets: Vec<String> = match name {
         Some(n) => vec![n.to_owned()],
         None => {
@@ -81,7 +102,14 @@ pub fn approve(config: &Config, name: Option<&str>, yes: bool) -> anyhow::Result
                 }
             }
         } else if let Some(spec) = config.server(target) {
-            approve_pins(&pins, spec, &config.project_dir, yes)?
+            let done = approve_pins(&pins, spec, &config.project_dir, yes)?;
+            if done && let Some(path) = gateway_config {
+                // The replicas' shared discovery holds the tools as they were held back.
+                let (db, key) = gateway_state(path)?;
+                let shared = edgar_host::state::SharedDiscovery::new(db, key.discovery_key());
+                runtime()?.block_on(shared.forget(&spec.name))?;
+            }
+            done
         } else {
             bail!("no MCP server named '{target}' is configured")
         };
@@ -617,8 +645,13 @@ pub fn revoke(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     }
 }
 
-pub fn show_pins(config: &Config, name: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode> {
-    let pins = pin_store(config)?;
+pub fn show_pins(
+    config: &Config,
+    name: Option<&str>,
+    json_out: bool,
+    gateway_config: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let pins = pin_store_for(config, gateway_config)?;
     let specs: Vec<&ServerSpec> = match name {
         Some(n) => vec![
             config

@@ -68,6 +68,14 @@ const MIGRATIONS: &[(i32, &str)] = &[
         PRIMARY KEY (upstream, principal)
     );",
     ),
+    (
+        5,
+        "CREATE TABLE edgar_pins (
+        file  text  PRIMARY KEY,
+        bytes bytea NOT NULL,
+        mac   text  NOT NULL
+    );",
+    ),
 ];
 
 /// Where the shared state lives, and how to reach it.

@@ -48,6 +48,21 @@ impl SharedDiscovery {
     }
 }
 
+impl SharedDiscovery {
+    /// Forgets every shared discovery of `server` (its tools were approved: the
+    /// replicas discover it again).
+    pub async fn forget(&self, server: &str) -> Result<(), StateError> {
+        self.inner
+            .conn
+            .get()
+            .await?
+            .execute("DELETE FROM edgar_discovery WHERE server = $1", &[&server])
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}
+
 impl Inner {
     /// What the MAC covers: each part with its length, so no two rows' parts run into
     /// each other.

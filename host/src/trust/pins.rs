@@ -108,6 +108,16 @@ pub struct PinStore {
     dir: PathBuf,
     lock_path: Option<PathBuf>,
     lock: OnceLock<Option<LockFile>>,
+    shared: Option<std::sync::Arc<dyn SharedPins>>,
+}
+
+/// Where pin files are kept for other machines too (a team gateway's replicas share one
+/// set of pins, so a rug pull one replica quarantined is not pinned as new by another):
+/// read there first, written there after each local write. Blocking, like the files.
+pub trait SharedPins: Send + Sync + std::fmt::Debug {
+    /// The pin file named `file`, if it is kept there (and intact).
+    fn fetch(&self, file: &str) -> Result<Option<Vec<u8>>, String>;
+    fn store(&self, file: &str, bytes: &[u8]) -> Result<(), String>;
 }
 
 /// What the model sees of a tool: the part a pin covers.
@@ -167,7 +177,20 @@ impl PinStore {
             dir: state_dir.join("pins"),
             lock_path: project_dir.map(|d| d.join(LOCK_FILE)),
             lock: OnceLock::new(),
+            shared: None,
         }
+    }
+
+    /// Pins kept in `shared` too, which is believed before this machine's files.
+    pub fn with_shared(mut self, shared: Option<std::sync::Arc<dyn SharedPins>>) -> PinStore {
+        self.shared = shared;
+        self
+    }
+
+    fn file_name(path: &Path) -> &str {
+        path.file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default()
     }
 
     fn path(&self, spec: &ServerSpec) -> PathBuf {
@@ -182,6 +205,18 @@ impl PinStore {
     /// The server's pins, if it was ever discovered.
     pub fn read(&self, spec: &ServerSpec) -> Result<Option<PinFile>, TrustError> {
         let path = self.path(spec);
+        if let Some(shared) = &self.shared {
+            let fetched = shared
+                .fetch(Self::file_name(&path))
+                .map_err(|e| TrustError::file(&path, format!("the shared pins: {e}")))?;
+            if let Some(bytes) = fetched {
+                // This machine's copy follows the shared one (for `edgar mcp pins`).
+                let _ = crate::paths::write_atomic(&path, &bytes);
+                return serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                    TrustError::file(&path, format!("not a valid shared pin file: {e}"))
+                });
+            }
+        }
         match crate::paths::read_capped(&path, MAX_FILE_BYTES) {
             Ok(None) => Ok(None),
             Ok(Some(bytes)) => serde_json::from_slice(&bytes)
@@ -194,7 +229,13 @@ impl PinStore {
     fn write(&self, spec: &ServerSpec, file: &PinFile) -> Result<(), TrustError> {
         let path = self.path(spec);
         let bytes = serde_json::to_vec_pretty(file).map_err(|e| TrustError::file(&path, e))?;
-        crate::paths::write_atomic(&path, &bytes).map_err(|e| TrustError::file(&path, e))
+        crate::paths::write_atomic(&path, &bytes).map_err(|e| TrustError::file(&path, e))?;
+        if let Some(shared) = &self.shared {
+            shared
+                .store(Self::file_name(&path), &bytes)
+                .map_err(|e| TrustError::file(&path, format!("the shared pins: {e}")))?;
+        }
+        Ok(())
     }
 
     /// The project's lock, when it exists and this server is one of its own.
