@@ -459,6 +459,57 @@ fn a_tool_changed_after_one_replica_pinned_it_is_quarantined_on_every_replica_un
 }
 
 #[test]
+fn a_project_entry_approved_once_is_approved_for_every_replica_that_starts() {
+    let s = Setup::new("approvals");
+    // The gateway is deployed in a directory whose `.mcp.json` has a server of its own.
+    std::fs::write(
+        s.home.path().join(".mcp.json"),
+        json!({"mcpServers": {"p": {"command": FAKE, "args": ["good"],
+                                    "env": {"EDGAR_TEST_TAG": s.t}}}})
+        .to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        s.home.path().join("team.cedar"),
+        format!("{POLICY}\npermit(principal, action, resource in Server::\"p\");"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listed = |port: u16| {
+        let params = json!({"name": "tool_search", "arguments": {"query": "echo the text back"}});
+        let (_, m) = Client { port }.rpc(&s.token("ada"), 0, "tools/call", params);
+        text(&m)
+    };
+    let p0 = free_port();
+    let r0 = Replica::start(s.home.path(), &s.config, p0, 0);
+    s.search(p0, "ada");
+    assert!(!listed(p0).contains("p__echo"), "p waits for approval");
+    let mut approve = Command::new(EDGAR);
+    approve
+        .args(["mcp", "approve", "p", "--yes", "--gateway-config"])
+        .arg(&s.config);
+    let out = in_home(&mut approve, s.home.path())
+        .env("EDGAR_STATE_DIR", s.home.path().join("state-admin"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("when they next start"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p1 = free_port();
+    let r1 = Replica::start(s.home.path(), &s.config, p1, 1);
+    s.search_for(p1, "ada", "p__echo");
+    assert!(
+        !listed(p0).contains("p__echo"),
+        "a running replica judged its config when it started"
+    );
+    for r in [r0, r1] {
+        assert_eq!(r.stop(), Some(0));
+    }
+}
+
+#[test]
 fn a_shared_discovery_not_written_with_the_state_key_is_not_believed() {
     let s = Setup::new("forged-discovery");
     let port = free_port();

@@ -36,6 +36,39 @@ pub fn audit(event: &str, fields: Value) {
     }
 }
 
+/// The name approvals are shared under (beside the pin files).
+const SHARED_APPROVALS: &str = "approvals.json";
+
+/// Replaces this machine's approvals of project entries with the ones a team gateway's
+/// replicas share, when there are any (they are believed first, like shared pins).
+pub fn pull_approvals(files: &dyn edgar_host::trust::pins::SharedPins) -> anyhow::Result<()> {
+    let Some(state) = edgar_host::trust::state_dir() else {
+        return Ok(());
+    };
+    let shared = files
+        .fetch(SHARED_APPROVALS)
+        .map_err(|e| anyhow::anyhow!("the shared approvals: {e}"))?;
+    if let Some(bytes) = shared {
+        paths::write_atomic(&state.join(SHARED_APPROVALS), &bytes)
+            .context("cannot keep the shared approvals")?;
+    }
+    Ok(())
+}
+
+/// Stores this machine's approvals for the replicas (after `edgar mcp approve
+/// --gateway-config` approved a project entry).
+pub fn push_approvals(files: &dyn edgar_host::trust::pins::SharedPins) -> anyhow::Result<()> {
+    let Some(state) = edgar_host::trust::state_dir() else {
+        return Ok(());
+    };
+    if let Some(bytes) = paths::read_capped(&state.join(SHARED_APPROVALS), 8 << 20)? {
+        files
+            .store(SHARED_APPROVALS, &bytes)
+            .map_err(|e| anyhow::anyhow!("the shared approvals: {e}"))?;
+    }
+    Ok(())
+}
+
 pub fn load(paths: &ConfigPaths) -> anyhow::Result<Config> {
     let exe = std::env::current_exe().ok();
     Ok(edgar_host::trust::admit::load(paths, exe.as_deref())?)

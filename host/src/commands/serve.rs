@@ -46,6 +46,26 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let team = match &gateway_config {
+        Some(path) => Some(TeamConfig::load(path)?),
+        None => None,
+    };
+    // Shared trust files (pins, approvals) are reached before the config is judged: the
+    // replicas' approvals of project entries are the ones it is judged by.
+    let rt = runtime()?;
+    let shared_files = match team.as_ref().and_then(|t| t.state.as_ref()) {
+        Some(state) => {
+            let key = StateKey::load(&state.key_file)?;
+            rt.block_on(migrate(state))?;
+            let files = Arc::new(
+                SharedPinFiles::start(state.database.clone(), key.pins_key())
+                    .map_err(anyhow::Error::msg)?,
+            );
+            super::context::pull_approvals(files.as_ref())?;
+            Some(files)
+        }
+        None => None,
+    };
     let mut config = load(&ConfigPaths::for_project(&cwd))?;
     if !servers.is_empty() {
         for name in servers {
@@ -61,10 +81,6 @@ pub fn run(
         (false, _) if expose_all => Exposure::All,
         (false, _) => Exposure::Search,
     };
-    let team = match &gateway_config {
-        Some(path) => Some(TeamConfig::load(path)?),
-        None => None,
-    };
     if let Some(addr) = http
         && !addr.ip().is_loopback()
     {
@@ -79,15 +95,15 @@ pub fn run(
         }
     }
     note_held(&config);
-    runtime()?.block_on(async {
+    rt.block_on(async {
         // stdin carries the protocol: nobody can be asked anything there, but the
         // client may ask its user what upstream servers elicit.
         let forward = Forward::new(ask_human(&config, false));
         // Replicas sharing state write one audit trail and share discoveries, in the
         // database.
-        let shared = match team.as_ref().and_then(|t| t.state.as_ref()) {
-            Some(state) => Some(shared_state(state).await?),
-            None => None,
+        let shared = match (team.as_ref().and_then(|t| t.state.as_ref()), &shared_files) {
+            (Some(state), Some(files)) => Some(shared_state(state, files.clone()).await?),
+            _ => None,
         };
         let session = Arc::new(session_shared(&config, &cwd, forward.clone(), shared.clone()));
         let search = ToolSearch::new(reserve);
@@ -189,15 +205,13 @@ fn replica() -> String {
 /// How long a replica starting waits for the shared database before giving up.
 const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// What replicas share: the key read, the database reached (tried again for
-/// [`STATE_WAIT`]: replicas may start before it) and its schema migrated, the audit
-/// writer started, the discovery cache, the token vault and the pins opened.
-async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
-    let key = StateKey::load(&state.key_file)?;
+/// Reaches the shared database (tried again for [`STATE_WAIT`]: replicas may start
+/// before it) and brings its schema up to this build's.
+async fn migrate(state: &SharedState) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     loop {
         match state.database.migrate().await {
-            Ok(()) => break,
+            Ok(()) => return Ok(()),
             Err(e) if started.elapsed() < STATE_WAIT => {
                 eprintln!(
                     "edgar: the shared state at {}: {e}; trying again",
@@ -212,6 +226,12 @@ async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
             ),
         }
     }
+}
+
+/// What replicas share (the database migrated already): the audit writer started, the
+/// discovery cache, the token vault and the trust files opened.
+async fn shared_state(state: &SharedState, files: Arc<SharedPinFiles>) -> anyhow::Result<Shared> {
+    let key = StateKey::load(&state.key_file)?;
     let audit_key = key.audit_key();
     let trail = Trail::start(state.database.clone(), audit_key.clone());
     let audit = AuditLog::shared(trail, audit_key);
@@ -225,10 +245,7 @@ async fn shared_state(state: &SharedState) -> anyhow::Result<Shared> {
             key.discovery_key(),
         )),
         tokens: Arc::new(SharedTokens::new(state.database.clone(), key.tokens_key())?),
-        pins: Arc::new(
-            SharedPinFiles::start(state.database.clone(), key.pins_key())
-                .map_err(anyhow::Error::msg)?,
-        ),
+        pins: files,
     })
 }
 

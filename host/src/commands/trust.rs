@@ -12,7 +12,9 @@ use edgar_host::mcp::cache::{ToolCache, now};
 use edgar_host::mcp::client::Session;
 use edgar_host::paths;
 use edgar_host::trust::approval::Approvals;
-use edgar_host::trust::pins::{self, LOCK_FILE, LockFile, LockedServer, PinFile, PinStore};
+use edgar_host::trust::pins::{
+    self, LOCK_FILE, LockFile, LockedServer, PinFile, PinStore, SharedPins,
+};
 use edgar_host::trust::state_dir;
 use serde_json::{Value, json};
 
@@ -26,20 +28,18 @@ fn pin_store(config: &Config) -> anyhow::Result<PinStore> {
     Ok(PinStore::new(&state()?, Some(&config.project_dir)))
 }
 
-/// [`pin_store`], with the pins a team gateway's replicas share when `gateway_config`
-/// names its config.
-fn pin_store_for(
-    config: &Config,
+/// The trust files (pins, approvals) a team gateway's replicas share, when
+/// `gateway_config` names its config.
+fn shared_files(
     gateway_config: Option<&std::path::Path>,
-) -> anyhow::Result<PinStore> {
-    let pins = pin_store(config)?;
+) -> anyhow::Result<Option<std::sync::Arc<dyn SharedPins>>> {
     let Some(path) = gateway_config else {
-        return Ok(pins);
+        return Ok(None);
     };
     let (db, key) = gateway_state(path)?;
     let shared =
         edgar_host::state::SharedPinFiles::start(db, key.pins_key()).map_err(anyhow::Error::msg)?;
-    Ok(pins.with_shared(Some(std::sync::Arc::new(shared))))
+    Ok(Some(std::sync::Arc::new(shared)))
 }
 
 pub fn approve(
@@ -48,7 +48,13 @@ pub fn approve(
     yes: bool,
     gateway_config: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
-    let pins = pin_store_for(config, gateway_config)?;
+    let shared = shared_files(gateway_config)?;
+    if let Some(files) = &shared {
+        // Approved on top of what the replicas already approved.
+        super::context::pull_approvals(files.as_ref())?;
+    }
+    let pins = pin_store(config)?.with_shared(shared.clone());
+    let mut project_approved = false;
     let mut targets: Vec<String> = match name {
         Some(n) => vec![n.to_owned()],
         None => {
@@ -79,10 +85,14 @@ pub fn approve(
         let done = if let Some(held) = config.held(target) {
             match &held.why {
                 // One entry that cannot be shown (an unset variable) must not hide the rest.
-                Hold::NeedsApproval(entry) => approve_entry(entry, yes).unwrap_or_else(|e| {
-                    eprintln!("edgar: {e:#}");
-                    false
-                }),
+                Hold::NeedsApproval(entry) => {
+                    let done = approve_entry(entry, yes).unwrap_or_else(|e| {
+                        eprintln!("edgar: {e:#}");
+                        false
+                    });
+                    project_approved |= done;
+                    done
+                }
                 Hold::Blocked { rule } => {
                     eprintln!("edgar: MCP server '{target}' is blocked by policy: {rule}");
                     false
@@ -114,6 +124,10 @@ pub fn approve(
             bail!("no MCP server named '{target}' is configured")
         };
         refused |= !done;
+    }
+    if project_approved && let Some(files) = &shared {
+        super::context::push_approvals(files.as_ref())?;
+        println!("the replicas take the approval when they next start");
     }
     if refused && !yes && !std::io::stdin().is_terminal() {
         bail!("not approved: no terminal to ask at; review the above and pass --yes to approve");
@@ -651,7 +665,7 @@ pub fn show_pins(
     json_out: bool,
     gateway_config: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
-    let pins = pin_store_for(config, gateway_config)?;
+    let pins = pin_store(config)?.with_shared(shared_files(gateway_config)?);
     let specs: Vec<&ServerSpec> = match name {
         Some(n) => vec![
             config
@@ -878,6 +892,8 @@ fn gateway_state(
         );
     };
     let key = edgar_host::state::StateKey::load(&state.key_file)?;
+    // A database no replica has used yet has no tables: made here, as a replica would.
+    runtime()?.block_on(state.database.migrate())?;
     Ok((state.database, key))
 }
 
