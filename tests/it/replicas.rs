@@ -22,10 +22,12 @@ use std::time::{Duration, Instant};
 use edgar_tests::{in_home, procs_with_tag, user_config};
 use serde_json::{Value, json};
 
-use crate::mcp_http_faults::{FakeHttp, Resp};
 use crate::mcp_http_real::free_port;
 use crate::postgres::Postgres;
-use crate::team_gateway::{Client, EDGAR, FAKE, Idp, Key, POLICY, claims, tag, text};
+use crate::team_gateway::{
+    Client, EDGAR, FAKE, Idp, Key, POLICY, claims, exchanged_token_servers,
+    exchanged_token_upstream, tag, text, until_serving,
+};
 
 const STATE_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5d7f9b0a2c4e6d8f01";
 
@@ -62,29 +64,7 @@ impl Replica {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("replica {n} ended before serving: {seen}");
-            }
-            seen.push_str(&line);
-            if line.starts_with("edgar: serving MCP for a team at ") {
-                break;
-            }
-        }
-        let log = Arc::new(Mutex::new(seen));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-                if let Ok(mut s) = sink.lock() {
-                    s.push_str(&line);
-                }
-                line.clear();
-            }
-        });
+        let log = until_serving(&mut child, &format!("replica {n}"));
         Replica { child, log }
     }
 
@@ -298,6 +278,26 @@ impl Setup {
         )
     }
 
+    /// `edgar mcp approve NAME --yes --gateway-config` as an administrator on a machine
+    /// of their own (its own state directory): what it printed.
+    fn approve(&self, name: &str) -> String {
+        let mut approve = Command::new(EDGAR);
+        approve
+            .args(["mcp", "approve", name, "--yes", "--gateway-config"])
+            .arg(&self.config);
+        let out = in_home(&mut approve, self.home.path())
+            .env("EDGAR_STATE_DIR", self.home.path().join("state-admin"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said
+    }
+
     /// `user`'s search for the echo tool on the replica at `port` (again while the
     /// server's discovery is under way), until it finds it.
     fn search(&self, port: u16, user: &str) {
@@ -422,20 +422,7 @@ fn a_tool_changed_after_one_replica_pinned_it_is_quarantined_on_every_replica_un
         "replica 1 holds the changed tool against the shared pin, not pinning it as new: {said}"
     );
     // A human reviews and approves it once, for every replica.
-    let mut approve = Command::new(EDGAR);
-    approve
-        .args(["mcp", "approve", "f", "--yes", "--gateway-config"])
-        .arg(&s.config);
-    let out = in_home(&mut approve, s.home.path())
-        .env("EDGAR_STATE_DIR", s.home.path().join("state-admin"))
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    s.approve("f");
     let p2 = free_port();
     let r2 = Replica::start(s.home.path(), &s.config, p2, 2);
     s.search(p2, "ada");
@@ -483,20 +470,8 @@ fn a_project_entry_approved_once_is_approved_for_every_replica_that_starts() {
     let r0 = Replica::start(s.home.path(), &s.config, p0, 0);
     s.search(p0, "ada");
     assert!(!listed(p0).contains("p__echo"), "p waits for approval");
-    let mut approve = Command::new(EDGAR);
-    approve
-        .args(["mcp", "approve", "p", "--yes", "--gateway-config"])
-        .arg(&s.config);
-    let out = in_home(&mut approve, s.home.path())
-        .env("EDGAR_STATE_DIR", s.home.path().join("state-admin"))
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && said.contains("when they next start"),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = s.approve("p");
+    assert!(said.contains("when they next start"), "{said}");
     let p1 = free_port();
     let r1 = Replica::start(s.home.path(), &s.config, p1, 1);
     s.search_for(p1, "ada", "p__echo");
@@ -539,35 +514,9 @@ fn a_shared_discovery_not_written_with_the_state_key_is_not_believed() {
 
 #[test]
 fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another_user() {
-    // The upstream answers only a token the exchange issued, and says whose it was.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let upstream = rt.block_on(FakeHttp::start(|req| {
-        let token = req.header("authorization").unwrap_or_default();
-        if !token.starts_with("Bearer up-token-for-") {
-            return Resp::Status(401, vec![("www-authenticate", "Bearer".to_owned())]);
-        }
-        if req.rpc() == "tools/call" {
-            let who = token.trim_start_matches("Bearer up-token-for-");
-            return Resp::Json(
-                200,
-                vec![],
-                json!({"jsonrpc": "2.0", "id": req.id(),
-                "result": {"content": [{"type": "text", "text": format!("hello {who}")}]}}),
-            );
-        }
-        crate::mcp_http_faults::good(req).unwrap_or(Resp::Status(400, vec![]))
-    }));
+    let (_rt, upstream) = exchanged_token_upstream();
     let url = upstream.url.clone();
-    let s = Setup::with_servers("tokens", move |idp, _| {
-        json!({"up": {"url": url, "oauth": {
-            "grant": "token_exchange", "token_endpoint": format!("{}/token", idp.base),
-            "issuer": idp.base, "client_id": "gw-up", "client_secret": "up-secret",
-            "audience": "upstream"}}})
-    });
+    let s = Setup::with_servers("tokens", move |idp, _| exchanged_token_servers(idp, &url));
     let exchanges = || {
         s.idp
             .http

@@ -246,6 +246,35 @@ impl Idp {
     }
 }
 
+/// Reads a team gateway's stderr until it says it serves (panicking, naming `who`, if it
+/// ends first); from then on a thread gathers the rest. All of it, so far.
+pub(crate) fn until_serving(child: &mut Child, who: &str) -> Arc<Mutex<String>> {
+    let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("{who} ended before serving: {seen}");
+        }
+        seen.push_str(&line);
+        if line.starts_with("edgar: serving MCP for a team at ") {
+            break;
+        }
+    }
+    let all = Arc::new(Mutex::new(seen));
+    let sink = all.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Ok(mut s) = sink.lock() {
+                s.push_str(&line);
+            }
+            line.clear();
+        }
+    });
+    all
+}
+
 /// The team gateway running, and where.
 struct Team {
     child: Child,
@@ -418,29 +447,7 @@ impl Team {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("stderr")));
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("the team gateway ended before serving: {seen}");
-            }
-            seen.push_str(&line);
-            if line.starts_with("edgar: serving MCP for a team at ") {
-                break;
-            }
-        }
-        let all = Arc::new(Mutex::new(seen));
-        let sink = all.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-                if let Ok(mut s) = sink.lock() {
-                    s.push_str(&line);
-                }
-                line.clear();
-            }
-        });
+        let all = until_serving(&mut child, "the team gateway");
         Team {
             child,
             client: Client { port },
@@ -1129,11 +1136,10 @@ fn an_opaque_token_is_introspected_and_believed_only_as_the_answer_says() {
     assert_eq!((asked, again), (3, 3));
 }
 
-#[test]
-fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_the_inbound_one() {
-    let key = Key::es256();
-    let idp = Idp::start(vec![key.jwk("k")]);
-    // The recording upstream: it answers only a token the exchange issued.
+/// The recording upstream of the token exchange tests: it answers only a token the
+/// exchange issued (`up-token-for-<user>`), and says whose (`hello <user>`). Its
+/// runtime must live as long as it.
+pub(crate) fn exchanged_token_upstream() -> (tokio::runtime::Runtime, FakeHttp) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -1155,11 +1161,24 @@ fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_th
         }
         crate::mcp_http_faults::good(req).unwrap_or(Resp::Status(400, vec![]))
     }));
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let servers = json!({"up": {"url": upstream.url, "oauth": {
+    (rt, upstream)
+}
+
+/// The server `up` at `url`, reached with each user's token exchanged at `idp`.
+pub(crate) fn exchanged_token_servers(idp: &Idp, url: &str) -> Value {
+    json!({"up": {"url": url, "oauth": {
         "grant": "token_exchange", "token_endpoint": format!("{}/token", idp.base),
         "issuer": idp.base, "client_id": "gw-up", "client_secret": "up-secret",
-        "audience": "upstream"}}});
+        "audience": "upstream"}}})
+}
+
+#[test]
+fn each_user_reaches_a_per_user_upstream_with_their_own_exchanged_token_never_the_inbound_one() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let (_rt, upstream) = exchanged_token_upstream();
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let servers = exchanged_token_servers(&idp, &upstream.url);
     let team = Arc::new(Team::start(home.path(), servers, json!({}), &idp));
     let ada = key.token(Some("k"), &claims(&idp, &team.resource, "ada", &["eng"]));
     let bob = key.token(
