@@ -1,16 +1,18 @@
 //! Team gateway replicas sharing a real PostgreSQL (Debian's, a throwaway cluster),
 //! behind a real HAProxy (Debian's), round robin, no sticky sessions. A server one
 //! replica discovered is searched on the other two without starting it there. Four
-//! users each
-//! search once (on whichever replica), then call what they found on all three without
-//! pause while one replica is killed (`kill -9`) and started again,
-//! and then the database is stopped for three seconds and started again. Afterwards:
+//! users each search once (on whichever replica), then call what they found on all
+//! three without pause while one replica is killed (`kill -9`) and started again, and
+//! then the database is stopped for three seconds and started again. Afterwards:
 //! every call a client saw succeed has exactly one `call` line naming its user and its
 //! arguments' keyed digest; the one chain verifies (`edgar audit verify
 //! --gateway-config`) with `seq` from 1 without gap or duplicate; every failure was a
 //! clear refusal (the gateway's "the call was not run" or the proxy's 502/503), never
 //! a hang; a replica said not ready while the database was away, and each recovered by
-//! itself; no replica or upstream process outlived the test.
+//! itself; no replica or upstream process outlived the test. The other tests: shared
+//! pins, approvals and exchanged tokens; forged rows (discovery, pins, tokens moved to
+//! another user) not believed; an edited or cut shared trail caught by `verify`; TLS to
+//! the database, its certificate checked.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -510,6 +512,45 @@ fn a_shared_discovery_not_written_with_the_state_key_is_not_believed() {
     let log = second.log.lock().map(|l| l.clone()).unwrap_or_default();
     assert!(log.contains("does not carry a valid MAC"), "{log}");
     assert_eq!(second.stop(), Some(0));
+
+    // The same someone edits, then cuts, the shared audit trail: `verify` names where.
+    let verify = || {
+        let mut cmd = Command::new(EDGAR);
+        cmd.args(["audit", "verify", "--gateway-config"])
+            .arg(&s.config);
+        let out = in_home(&mut cmd, s.home.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    let n = s.pg.query("SELECT count(*) FROM edgar_audit");
+    let (ok, said) = verify();
+    assert!(
+        ok && said.contains(&format!("intact, {n} events")),
+        "{said}"
+    );
+    let original = s.pg.query("SELECT line FROM edgar_audit WHERE seq = 2");
+    s.pg.query("UPDATE edgar_audit SET line = line || ' ' WHERE seq = 2 RETURNING 1");
+    let (ok, said) = verify();
+    assert!(
+        !ok && said.contains("line 3") && said.contains("edited"),
+        "{said}"
+    );
+    s.pg.query(&format!(
+        "UPDATE edgar_audit SET line = '{}' WHERE seq = 2 RETURNING 1",
+        original.replace('\'', "''")
+    ));
+    assert!(verify().0, "restored, it verifies again");
+    s.pg.query(&format!(
+        "DELETE FROM edgar_audit WHERE seq = {n} RETURNING 1"
+    ));
+    let (ok, said) = verify();
+    assert!(!ok && said.contains("truncated"), "{said}");
 }
 
 #[test]
