@@ -34,6 +34,7 @@ pub mod elicit;
 pub mod http;
 pub mod per_user;
 pub mod team;
+pub mod trace;
 mod user;
 
 use crate::guard::SanitizedTool;

@@ -626,9 +626,54 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
             "a call carried another user's token"
         );
     }
+    // A call that carries a W3C traceparent leaves its trace id on its audit lines.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "up__echo", "arguments": {"text": "ada"}}})
+    .to_string();
+    let auth = format!("Bearer {}", s.token("ada"));
+    let traced = Client { port: ports[0] }.request(
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+        ],
+        &body,
+    );
+    assert_eq!(traced.status, 200, "{}", traced.body);
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));
     }
+    let mut tail = Command::new(EDGAR);
+    tail.args(["audit", "tail", "--json", "-n", "1000", "--gateway-config"])
+        .arg(&s.config);
+    let out = in_home(&mut tail, s.home.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let with_trace: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736")
+        .collect();
+    let events: Vec<&str> = with_trace
+        .iter()
+        .filter_map(|l| l["event"].as_str())
+        .collect();
+    assert_eq!(events, ["call_begin", "call"], "{with_trace:?}");
+    assert!(with_trace.iter().all(|l| l["user"] == "ada"));
+    assert_eq!(
+        lines.iter().filter(|l| l.get("trace_id").is_some()).count(),
+        2,
+        "only that request's lines carry a trace id"
+    );
 }
 
 #[test]

@@ -371,6 +371,7 @@ impl Front {
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
+        let trace = super::trace::trace_id(headers);
         let json = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -409,9 +410,13 @@ impl Front {
                 );
                 with_body(StatusCode::OK, "application/json", reply)
             }
-            Incoming::Request { id, method, params } => {
-                self.answer(caller, id, method, params).await
-            }
+            Incoming::Request { id, method, params } => match trace {
+                Some(t) => {
+                    let answer = self.answer(caller, id, method, params);
+                    crate::trust::audit::TRACE.scope(t, answer).await
+                }
+                None => self.answer(caller, id, method, params).await,
+            },
             Incoming::Refused { id, reason } => {
                 let reply = protocol::error_response(&id, -32600, &reason);
                 with_body(StatusCode::OK, "application/json", reply)

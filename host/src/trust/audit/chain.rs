@@ -25,6 +25,8 @@ pub struct Event {
     pub event: String,
     /// The user a team gateway's request ran as.
     pub user: Option<String>,
+    /// The W3C trace id of the request it belongs to.
+    pub trace: Option<String>,
     /// Its details (an object; anything else is left out).
     pub fields: Value,
 }
@@ -36,6 +38,7 @@ impl Event {
             time: now_millis(),
             event: event.to_owned(),
             user: super::ACTOR.try_with(String::clone).ok(),
+            trace: super::TRACE.try_with(String::clone).ok(),
             fields,
         }
     }
@@ -59,6 +62,9 @@ pub fn link(seq: u64, prev: &str, event: &Event, key: Option<&AuditKey>) -> (Str
     head(&mut line);
     if let Some(user) = &event.user {
         line.insert("user".into(), json!(user));
+    }
+    if let Some(trace) = &event.trace {
+        line.insert("trace_id".into(), json!(trace));
     }
     if let Value::Object(f) = &event.fields {
         for (k, v) in f {
