@@ -46,6 +46,17 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Runs `cmd` (`what` names it in a failure) and its output, when it succeeded.
+fn succeeded(cmd: &mut Command, what: &str) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The `postgres` user's uid and gid, when this process is root.
 fn owner() -> Option<(u32, u32)> {
     if uid() != 0 {
@@ -84,16 +95,9 @@ impl Postgres {
         let mut pg = Postgres::init();
         let dir = pg.dir.path().to_owned();
         let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .unwrap_or_else(|e| panic!("openssl (Debian's `openssl` package): {e}"));
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let mut cmd = Command::new("openssl");
+            cmd.args(args).current_dir(&dir);
+            succeeded(&mut cmd, "openssl (Debian's `openssl` package)");
         };
         openssl(&[
             "req",
@@ -182,8 +186,8 @@ impl Postgres {
             child: None,
             settings: Vec::new(),
         };
-        let out = pg
-            .command("initdb")
+        let mut initdb = pg.command("initdb");
+        initdb
             .args([
                 "-A",
                 "trust",
@@ -194,14 +198,8 @@ impl Postgres {
                 "--no-sync",
                 "-D",
             ])
-            .arg(pg.data())
-            .output()
-            .unwrap_or_else(|e| panic!("initdb: {e}"));
-        assert!(
-            out.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(pg.data());
+        succeeded(&mut initdb, "initdb");
         pg
     }
 
@@ -270,24 +268,17 @@ impl Postgres {
 
     /// The first column of `sql`'s rows, one per line (psql, unaligned).
     pub fn query(&self, sql: &str) -> String {
-        let out = self
-            .command("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-            ])
-            .args(["-d", "postgres", "-At", "-c", sql])
-            .output()
-            .unwrap_or_else(|e| panic!("psql: {e}"));
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut psql = self.command("psql");
+        psql.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+        ])
+        .args(["-d", "postgres", "-At", "-c", sql]);
+        let out = succeeded(&mut psql, sql);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 

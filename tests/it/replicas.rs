@@ -28,7 +28,7 @@ use crate::mcp_http_real::free_port;
 use crate::postgres::Postgres;
 use crate::team_gateway::{
     Client, EDGAR, FAKE, Idp, Key, POLICY, claims, exchanged_token_servers,
-    exchanged_token_upstream, tag, text, until_serving,
+    exchanged_token_upstream, stop_on_sigterm, tag, text, until_serving,
 };
 
 const STATE_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5d7f9b0a2c4e6d8f01";
@@ -72,19 +72,12 @@ impl Replica {
 
     /// SIGTERM; its exit code (it must stop within 30 s: a replica never hangs).
     fn stop(mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..300 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!(
-            "a replica did not stop on SIGTERM: {}",
-            self.log.lock().map(|l| l.clone()).unwrap_or_default()
-        );
+        stop_on_sigterm(&mut self.child).unwrap_or_else(|| {
+            panic!(
+                "a replica did not stop on SIGTERM: {}",
+                self.log.lock().map(|l| l.clone()).unwrap_or_default()
+            )
+        })
     }
 }
 

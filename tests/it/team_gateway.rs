@@ -246,6 +246,22 @@ impl Idp {
     }
 }
 
+/// Sends `child` SIGTERM and waits up to 30 s: `Some(its exit code)`, or `None` when it
+/// did not stop (it is then killed, so nothing outlives the test).
+pub(crate) fn stop_on_sigterm(child: &mut Child) -> Option<Option<i32>> {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    for _ in 0..300 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status.code());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    None
+}
+
 /// Reads a team gateway's stderr until it says it serves (panicking, naming `who`, if it
 /// ends first); from then on a thread gathers the rest. All of it, so far.
 pub(crate) fn until_serving(child: &mut Child, who: &str) -> Arc<Mutex<String>> {
@@ -457,17 +473,8 @@ impl Team {
     }
 
     fn stop(mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..300 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        panic!("the team gateway did not stop on SIGTERM");
+        stop_on_sigterm(&mut self.child)
+            .unwrap_or_else(|| panic!("the team gateway did not stop on SIGTERM"))
     }
 }
 
