@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::mcp::McpError;
+use crate::mcp::ask::ASKER;
 use crate::mcp::client::Session;
 use crate::mcp::connection::{LOGS, LogSink, PROGRESS, ProgressSink};
 use crate::mcp::protocol::{
@@ -33,12 +34,12 @@ mod content;
 pub mod elicit;
 pub mod http;
 pub mod per_user;
+pub mod questions;
 pub mod team;
 pub mod trace;
 mod user;
 
 use crate::guard::SanitizedTool;
-use elicit::Forward;
 use team::policy::Action;
 use team::{Principal, Team};
 
@@ -97,7 +98,8 @@ impl std::fmt::Debug for User {
 
 impl Caller {
     /// The key of this caller's own state (what its searches found).
-    fn key(&self) -> &str {
+    /// Who this is: the user's `sub`, empty for the one local user.
+    pub fn key(&self) -> &str {
         match self {
             Caller::Local => "",
             Caller::User(u) => &u.principal.sub,
@@ -120,8 +122,8 @@ pub struct Gateway {
     /// Open `subscriptions/listen` requests for tool list changes (stateless clients),
     /// by request id.
     listeners: Mutex<Vec<Value>>,
-    /// The session's handler: upstream elicitation goes to a stdio client that takes it.
-    forward: Arc<Forward>,
+    /// What upstream servers asked HTTP clients, waiting for their answers.
+    questions: Arc<questions::Questions>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -132,16 +134,11 @@ type Reply = Result<Value, (i64, String)>;
 
 impl Gateway {
     /// A gateway serving found tools, or with `expose_all` every tool of every server
-    /// from the first `tools/list` (which then discovers every server).
-    /// `forward` must be the session's handler, so what upstream servers elicit reaches
-    /// the client.
-    pub fn new(
-        session: Arc<Session>,
-        search: ToolSearch,
-        exposure: Exposure,
-        forward: Arc<Forward>,
-    ) -> Arc<Gateway> {
-        Gateway::build(session, search, exposure, forward, None, None)
+    /// from the first `tools/list` (which then discovers every server). The session's
+    /// handler should be an [`elicit::Forward`], so upstream servers are told they may
+    /// ask (and the client is asked, when it can answer).
+    pub fn new(session: Arc<Session>, search: ToolSearch, exposure: Exposure) -> Arc<Gateway> {
+        Gateway::build(session, search, exposure, None, None)
     }
 
     /// A team gateway: each request runs as the user its token names, under `team`'s
@@ -150,18 +147,16 @@ impl Gateway {
         session: Arc<Session>,
         search: ToolSearch,
         exposure: Exposure,
-        forward: Arc<Forward>,
         team: Arc<Team>,
         per_user: Option<per_user::PerUserServers>,
     ) -> Arc<Gateway> {
-        Gateway::build(session, search, exposure, forward, Some(team), per_user)
+        Gateway::build(session, search, exposure, Some(team), per_user)
     }
 
     fn build(
         session: Arc<Session>,
         search: ToolSearch,
         exposure: Exposure,
-        forward: Arc<Forward>,
         team: Option<Arc<Team>>,
         per_user: Option<per_user::PerUserServers>,
     ) -> Arc<Gateway> {
@@ -174,7 +169,7 @@ impl Gateway {
             exposure,
             initialized: AtomicBool::new(false),
             listeners: Mutex::default(),
-            forward,
+            questions: Arc::default(),
         })
     }
 
@@ -195,6 +190,8 @@ impl Gateway {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
         let writer = tokio::spawn(write_all(rx, output));
         let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
+        // What the client said at `initialize` it can answer of upstream servers' questions.
+        let mut answers = questions::Answers::default();
         let mut input = input;
         let mut line = Vec::new();
         let result = loop {
@@ -229,10 +226,9 @@ impl Gateway {
                 }
             };
             for m in messages {
-                self.dispatch(m, &tx, &running).await;
+                self.dispatch(m, &tx, &running, &mut answers).await;
             }
         };
-        self.forward.disconnect();
         for (_, task) in lock(&running).drain() {
             task.abort();
         }
@@ -246,6 +242,7 @@ impl Gateway {
         message: Incoming,
         tx: &mpsc::Sender<Vec<u8>>,
         running: &Arc<Mutex<HashMap<String, AbortHandle>>>,
+        answers: &mut questions::Answers,
     ) {
         match message {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
@@ -264,15 +261,24 @@ impl Gateway {
             }
             Incoming::Request { id, method, params } => {
                 if method == "initialize" {
-                    self.forward.connect(&params["capabilities"], tx);
+                    *answers = questions::Answers::declared(&params["capabilities"]);
                 }
+                // What upstream servers ask while this runs goes to the client, if it can
+                // answer.
+                let asker = answers
+                    .any()
+                    .then(|| self.questions.asker("", *answers, tx.clone()));
                 let key = id.to_string();
                 let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
                 let key2 = key.clone();
                 // Held while spawning, so the task's own removal comes after this insert.
                 let mut running = lock(running);
                 let task = tokio::spawn(async move {
-                    let reply = me.answer(&Caller::Local, &id, &method, params, &tx2).await;
+                    let answer = me.answer(&Caller::Local, &id, &method, params, &tx2);
+                    let reply = match asker {
+                        Some(asker) => ASKER.scope(asker, answer).await,
+                        None => answer.await,
+                    };
                     lock(&running2).remove(&key2);
                     let _ = tx2.send(reply).await;
                 });
@@ -293,14 +299,14 @@ impl Gateway {
                     .send(protocol::error_response(&id, -32600, &reason))
                     .await;
             }
-            // Answers to the elicitation requests forwarded to the client.
+            // Answers to the questions upstream servers asked the client.
             Incoming::Response {
                 id: Some(id),
                 outcome,
             } => {
                 let outcome =
                     outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
-                self.forward.answered(id, outcome);
+                self.questions.answered("", id, outcome);
             }
             Incoming::Response { id: None, .. } => {}
         }

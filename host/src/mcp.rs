@@ -5,6 +5,7 @@
 //! messages; `connection` matches requests to responses and answers the server's own
 //! requests, whatever the transport.
 
+pub mod ask;
 pub mod cache;
 pub mod client;
 pub(crate) mod connection;

@@ -104,6 +104,12 @@ impl StateKey {
         self.derive(b"edgar shared upstream tokens v1")
     }
 
+    /// The AES-256-GCM key clients' session ids are sealed with, so any replica opens
+    /// what another handed out.
+    pub fn sessions_key(&self) -> [u8; 32] {
+        self.derive(b"edgar client sessions v1")
+    }
+
     fn derive(&self, label: &[u8]) -> [u8; 32] {
         struct Len32;
         impl ring::hkdf::KeyType for Len32 {

@@ -49,11 +49,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
             answer = urllib.request.urlopen(req, timeout=60)
         except urllib.error.HTTPError as e:
             answer = e
-        data = answer.read()
         self.send_response(answer.status if hasattr(answer, "status") else answer.code)
         for k, v in answer.headers.items():
             if k.lower() not in ("content-length", "transfer-encoding", "connection"):
                 self.send_header(k, v)
+        if (answer.headers.get("content-type") or "").startswith("text/event-stream"):
+            # Passed on as it comes: a question edgar asks mid-call must reach the suite
+            # before the call can end.
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while True:
+                chunk = answer.read1(65536)
+                if not chunk:
+                    break
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        data = answer.read()
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -144,6 +144,17 @@ impl HttpGateway {
 
     /// One raw HTTP/1.1 request: (status, body).
     fn request(&self, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let (status, _, body) = self.exchange(method, headers, body);
+        (status, body)
+    }
+
+    /// One raw HTTP/1.1 request: (status, response head, body).
+    fn exchange(
+        &self,
+        method: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
         let mut stream =
             std::net::TcpStream::connect(self.authority()).unwrap_or_else(|e| panic!("{e}"));
         let mut head = format!(
@@ -164,8 +175,22 @@ impl HttpGateway {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        (status, body.to_owned())
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        (status, head.to_owned(), body.to_owned())
+    }
+
+    /// A POST in session `session` (none: a stateless client): (status, head, body).
+    fn post_in(&self, session: Option<&str>, message: Value) -> (u16, String, String) {
+        let auth = format!("Bearer {TOKEN}");
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(id) = session {
+            headers.push(("mcp-session-id", id));
+        }
+        self.exchange("POST", &headers, &message.to_string())
     }
 
     fn post(&self, message: Value) -> (u16, String) {
@@ -202,6 +227,55 @@ fn exit_code(child: &mut Child, should: &str) -> Option<i32> {
     panic!("the gateway did not {should}");
 }
 
+/// The session id handed out at `initialize` is sealed for this gateway and caller:
+/// one it did not issue, altered anywhere, or issued before a restart (a fresh key) is
+/// refused with 404, which tells a client to initialize again; a client without one is
+/// served statelessly.
+#[test]
+fn a_session_id_is_one_the_gateway_sealed_or_it_is_refused() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(home.path(), json!({}));
+    let gw = HttpGateway::start(home.path(), &[]);
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+        "capabilities": {"elicitation": {}, "sampling": {}}}});
+    let (code, head, body) = gw.post_in(None, hello);
+    assert_eq!(code, 200, "{body}");
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|_| l[16..].trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let (code, _, body) = gw.post_in(Some(&session), ping.clone());
+    assert_eq!((code, body.contains("\"result\"")), (200, true), "{body}");
+    let (code, _, _) = gw.post_in(None, ping.clone());
+    assert_eq!(code, 200, "a stateless client");
+    let mut forged = vec![
+        "0".repeat(session.len()),
+        format!("{session}A"),
+        session[..session.len() - 1].to_owned(),
+    ];
+    for i in [0, session.len() / 2, session.len() - 1] {
+        let mut b = session.clone().into_bytes();
+        b[i] = if b[i] == b'A' { b'B' } else { b'A' };
+        forged.push(String::from_utf8(b).unwrap_or_default());
+    }
+    for id in &forged {
+        let (code, _, body) = gw.post_in(Some(id), ping.clone());
+        assert_eq!(code, 404, "{id}: {body}");
+        assert!(body.contains("initialize again"), "{body}");
+    }
+    assert_eq!(gw.stop(), Some(143));
+    let again = HttpGateway::start(home.path(), &[]);
+    let (code, _, _) = again.post_in(Some(&session), ping);
+    assert_eq!(code, 404, "a restarted gateway has a fresh key");
+    assert_eq!(again.stop(), Some(143));
+}
+
 #[test]
 fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -221,8 +295,12 @@ fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
 
 /// Only a request with the token, for this address, from no web page, is answered; and
 /// eight clients calling at once each get their own answers.
+/// What an upstream server asks mid-call (elicitation, sampling) reaches the client whose
+/// call it is, over stdio and over HTTP (on the call's event stream, answered in a POST
+/// that names the session), when that client declared it can answer; otherwise it is
+/// declined, never answered for it.
 #[test]
-fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherwise() {
+fn an_upstream_question_reaches_the_client_that_takes_it_on_either_transport() {
     let python = installed("py/bin/python").display().to_string();
     let server = fixture("python_server.py").display().to_string();
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -234,32 +312,51 @@ fn an_upstream_elicitation_reaches_a_client_that_takes_it_and_is_declined_otherw
         json!({"py": {"command": python, "args": [server], "protocol": "handshake",
                       "env": {"EDGAR_TEST_TAG": t}}}),
     );
-    let book = |mode: &str| {
-        python_client(
-            home.path(),
-            &[mode, EDGAR, "mcp", "serve"],
-            &[("EDGAR_TEST_ELICIT", "1")],
-        )
-    };
-    // A handshake client declared elicitation: its user is asked, told which server asks.
-    let seen = book("legacy");
-    assert_eq!(
-        seen["asked"],
-        json!(["[py] How many guests at t7?"]),
-        "{seen}"
-    );
-    assert_eq!(
-        seen["book"],
-        json!({"text": "booked t7 for 4", "error": false})
-    );
-    // A stateless client cannot be asked mid-call: declined, never answered for it.
-    let seen = book("auto");
-    assert_eq!(seen["version"], "2026-07-28");
-    assert_eq!(seen["asked"], json!([]), "{seen}");
-    assert_eq!(
-        seen["book"],
-        json!({"text": "not booked: decline", "error": false})
-    );
+    let gw = HttpGateway::start(home.path(), &[]);
+    for target in [EDGAR, gw.url.as_str()] {
+        let book = |mode: &str| {
+            let mut args = vec![mode, target];
+            if target == EDGAR {
+                args.extend(["mcp", "serve"]);
+            }
+            python_client(home.path(), &args, &[("EDGAR_TEST_ELICIT", "1")])
+        };
+        // A handshake client declared elicitation and sampling: its user is asked, told
+        // which server asks; its model completes the server's prompt.
+        let seen = book("legacy");
+        assert_eq!(
+            seen["asked"],
+            json!(["[py] How many guests at t7?"]),
+            "{target}: {seen}"
+        );
+        assert_eq!(
+            seen["book"],
+            json!({"text": "booked t7 for 4", "error": false}),
+            "{target}"
+        );
+        assert_eq!(
+            seen["sampled"],
+            json!([["Summarize: the minutes"]]),
+            "{target}"
+        );
+        assert_eq!(
+            seen["summary"],
+            json!({"text": "summary: short (test-model)", "error": false}),
+            "{target}: {seen}"
+        );
+        // A stateless client cannot be asked mid-call: declined, never answered for it.
+        let seen = book("auto");
+        assert_eq!(seen["version"], "2026-07-28");
+        assert_eq!(seen["asked"], json!([]), "{target}: {seen}");
+        assert_eq!(seen["sampled"], json!([]), "{target}: {seen}");
+        assert_eq!(
+            seen["book"],
+            json!({"text": "not booked: decline", "error": false}),
+            "{target}"
+        );
+        assert_eq!(seen["summary"]["error"], true, "{target}: {seen}");
+    }
+    assert_eq!(gw.stop(), Some(143));
     assert!(
         procs_with_tag(&t).is_empty(),
         "the upstream outlived its client"

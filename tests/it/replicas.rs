@@ -479,6 +479,46 @@ fn a_project_entry_approved_once_is_approved_for_every_replica_that_starts() {
     }
 }
 
+/// A session id one replica handed out opens on any other (they seal with the team's
+/// key): no sticky sessions. It opens for its own user only.
+#[test]
+fn a_session_begun_on_one_replica_is_resumed_by_another_for_its_user_only() {
+    let s = Setup::new("sessions");
+    let (p0, p1) = (free_port(), free_port());
+    let r0 = Replica::start(s.home.path(), &s.config, p0, 0);
+    let r1 = Replica::start(s.home.path(), &s.config, p1, 1);
+    let post = |port: u16, user: &str, session: Option<&str>, body: Value| {
+        let auth = format!("Bearer {}", s.token(user));
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(id) = session {
+            headers.push(("mcp-session-id", id));
+        }
+        Client { port }.request("POST", "/mcp", &headers, &body.to_string())
+    };
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+        "capabilities": {"elicitation": {}}}});
+    let begun = post(p0, "ada", None, hello);
+    assert_eq!(begun.status, 200, "{}", begun.body);
+    let session = begun
+        .session
+        .unwrap_or_else(|| panic!("no session id: {}", begun.head));
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    for port in [p1, p0] {
+        let a = post(port, "ada", Some(&session), ping.clone());
+        assert_eq!(a.status, 200, "replica on {port}: {}", a.body);
+    }
+    let a = post(p1, "bob", Some(&session), ping);
+    assert_eq!(a.status, 404, "ada's session is not bob's: {}", a.body);
+    for r in [r0, r1] {
+        assert_eq!(r.stop(), Some(0));
+    }
+}
+
 #[test]
 fn a_shared_discovery_not_written_with_the_state_key_is_not_believed() {
     let s = Setup::new("forged-discovery");

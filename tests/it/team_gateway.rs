@@ -383,6 +383,11 @@ impl Client {
         Answer {
             status,
             head: head.to_ascii_lowercase(),
+            session: head.lines().find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_owned())
+            }),
             body: body.to_owned(),
         }
     }
@@ -504,7 +509,10 @@ impl Drop for Team {
 
 pub(crate) struct Answer {
     pub(crate) status: u16,
+    /// Lower-cased, to find a header by name and value.
     pub(crate) head: String,
+    /// The `Mcp-Session-Id` header as sent (session ids are case-sensitive).
+    pub(crate) session: Option<String>,
     pub(crate) body: String,
 }
 

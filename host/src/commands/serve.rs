@@ -117,6 +117,10 @@ pub fn run(
                     .state
                     .as_ref()
                     .map(|s| Arc::new(SharedFound::new(s.database.clone())));
+                team.sessions_key = match &team.config.state {
+                    Some(s) => Some(StateKey::load(&s.key_file)?.sessions_key()),
+                    None => None,
+                };
                 (Some(Arc::new(team)), tls)
             }
             None => (None, None),
@@ -124,9 +128,9 @@ pub fn run(
         let gateway = match &team {
             Some(t) => {
                 let per_user = per_user_servers(&config, &cwd, &forward, shared.clone());
-                Gateway::for_team(session.clone(), search, exposure, forward, t.clone(), per_user)
+                Gateway::for_team(session.clone(), search, exposure, t.clone(), per_user)
             }
-            None => Gateway::new(session.clone(), search, exposure, forward),
+            None => Gateway::new(session.clone(), search, exposure),
         };
         // Kept to close each user's own servers after serving.
         let users = gateway.clone();

@@ -5,9 +5,11 @@
 //! (`--gateway-config`): every request carries an access token of the company's
 //! identity provider and runs as its user (`team_routes.rs` serves the well-known
 //! metadata, health and metrics). One JSON-RPC message per POST, answered with JSON, or
-//! with an event stream when notifications (a grown tool list) come with the answer.
-//! No session ids and no standalone GET stream, and a dropped connection cancels its
-//! call.
+//! with an event stream when notifications (a grown tool list) or questions of an
+//! upstream server (elicitation, sampling: `questions.rs`) come with the answer. The
+//! session id handed out at `initialize` holds what the client can answer, sealed
+//! (`session.rs`): nothing is kept per session. No standalone GET stream, and a dropped
+//! connection cancels its call.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,16 +26,23 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::questions::Answers;
 use super::team::{Refusal, Team};
 use super::{Caller, Gateway, User};
 use crate::auth::Secret as Token;
+use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
+use session::Sessions;
 
+pub mod session;
 mod team_routes;
 pub mod unix;
 
 /// The one path served.
 pub const PATH: &str = "/mcp";
+
+/// The header that carries a client's session id.
+const SESSION_ID: &str = "mcp-session-id";
 
 /// Connections served at once; a local program opening more cannot exhaust the
 /// gateway's file descriptors.
@@ -120,6 +129,8 @@ struct Front {
     authorities: Vec<String>,
     /// The path MCP is served at.
     path: String,
+    /// Seals and opens the session ids handed out.
+    sessions: Sessions,
 }
 
 /// Serves `gateway` on `listener` (bound to a loopback address) until the future is
@@ -159,11 +170,21 @@ pub async fn serve_until(
         ),
         Auth::Peer => (Vec::new(), PATH.to_owned()),
     };
+    // A team's replicas sharing state share the key, so any of them opens any session.
+    let sealer = match &auth {
+        Auth::Team(team) => team.sessions_key.as_ref().map(crate::seal::Sealer::new),
+        Auth::Secret(_) | Auth::Peer => None,
+    };
+    let sealer = match sealer {
+        Some(s) => s,
+        None => crate::seal::Sealer::random()?,
+    };
     let front = Arc::new(Front {
         gateway,
         auth,
         authorities,
         path,
+        sessions: Sessions::new(sealer),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -365,12 +386,32 @@ impl Front {
         if req.method() != Method::POST {
             let mut r = status(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "edgar answers POST only: no standalone event stream, no sessions",
+                "edgar answers POST only: no standalone event stream, and sessions hold nothing to end",
             );
             r.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
+        // A session id must be one of ours for this caller; none at all is a stateless
+        // client, which is never asked anything.
+        let answers = match headers.get(SESSION_ID) {
+            None => Answers::default(),
+            Some(id) => match id
+                .to_str()
+                .ok()
+                .and_then(|id| self.sessions.open(caller.key(), id))
+            {
+                Some(answers) => answers,
+                None => {
+                    let reply = protocol::error_response(
+                        &Value::Null,
+                        -32001,
+                        "unknown session: initialize again",
+                    );
+                    return with_body(StatusCode::NOT_FOUND, "application/json", reply);
+                }
+            },
+        };
         let trace = super::trace::trace_id(headers);
         let json = headers
             .get(header::CONTENT_TYPE)
@@ -410,19 +451,48 @@ impl Front {
                 );
                 with_body(StatusCode::OK, "application/json", reply)
             }
-            Incoming::Request { id, method, params } => match trace {
-                Some(t) => {
-                    let answer = self.answer(caller, id, method, params);
-                    crate::trust::audit::TRACE.scope(t, answer).await
+            Incoming::Request { id, method, params } => {
+                // The new session says what this client can answer.
+                let session = (method == "initialize")
+                    .then(|| {
+                        let declared = Answers::declared(&params["capabilities"]);
+                        self.sessions.issue(caller.key(), declared)
+                    })
+                    .flatten();
+                let mut reply = match trace {
+                    Some(t) => {
+                        let answer = self.answer(caller, answers, id, method, params);
+                        crate::trust::audit::TRACE.scope(t, answer).await
+                    }
+                    None => self.answer(caller, answers, id, method, params).await,
+                };
+                if let Some(v) = session.and_then(|s| HeaderValue::from_str(&s).ok())
+                    && reply.status() == StatusCode::OK
+                {
+                    reply.headers_mut().insert(SESSION_ID, v);
                 }
-                None => self.answer(caller, id, method, params).await,
-            },
+                reply
+            }
             Incoming::Refused { id, reason } => {
                 let reply = protocol::error_response(&id, -32600, &reason);
                 with_body(StatusCode::OK, "application/json", reply)
             }
+            // A client's answer to a question an upstream server asked it.
+            Incoming::Response {
+                id: Some(id),
+                outcome,
+            } => {
+                let outcome =
+                    outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
+                if !self.gateway.questions.answered(caller.key(), id, outcome) {
+                    tracing::debug!("an answer to no question of this client's: id {id}");
+                }
+                let mut r = Response::new(Full::default().boxed());
+                *r.status_mut() = StatusCode::ACCEPTED;
+                r
+            }
             // Cancellation over HTTP is the client closing its connection.
-            Incoming::Notification { .. } | Incoming::Response { .. } => {
+            Incoming::Notification { .. } | Incoming::Response { id: None, .. } => {
                 let mut r = Response::new(Full::default().boxed());
                 *r.status_mut() = StatusCode::ACCEPTED;
                 r
@@ -434,11 +504,27 @@ impl Front {
     /// event stream that carries each notification as it happens (a call's progress, a
     /// grown tool list) and ends with the answer. A client that goes away drops the
     /// stream, and with it the call.
-    async fn answer(&self, caller: Caller, id: Value, method: String, params: Value) -> Reply {
+    async fn answer(
+        &self,
+        caller: Caller,
+        answers: Answers,
+        id: Value,
+        method: String,
+        params: Value,
+    ) -> Reply {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
         let gateway = self.gateway.clone();
-        let mut answer =
-            Box::pin(async move { gateway.answer(&caller, &id, &method, params, &tx).await });
+        // Questions an upstream server asks while this runs travel on its event stream.
+        let asker = answers
+            .any()
+            .then(|| gateway.questions.asker(caller.key(), answers, tx.clone()));
+        let mut answer = Box::pin(async move {
+            let answer = gateway.answer(&caller, &id, &method, params, &tx);
+            match asker {
+                Some(asker) => ASKER.scope(asker, answer).await,
+                None => answer.await,
+            }
+        });
         let first = tokio::select! {
             reply = &mut answer => {
                 let mut notes = Vec::new();

@@ -54,6 +54,9 @@ pub struct Team {
     pub shared_audit: Option<crate::trust::audit::AuditLog>,
     /// What users' searches found, shared by the replicas (with shared state).
     pub shared_found: Option<Arc<crate::state::SharedFound>>,
+    /// The key client session ids are sealed with when replicas share state (else each
+    /// process makes its own).
+    pub sessions_key: Option<[u8; 32]>,
 }
 
 impl Team {
@@ -76,6 +79,7 @@ impl Team {
             config,
             shared_audit: None,
             shared_found: None,
+            sessions_key: None,
         })
     }
 

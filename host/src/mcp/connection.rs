@@ -22,6 +22,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use crate::text::shown_message;
 
 use super::McpError;
+use super::ask::{ASKER, Asker};
 use super::protocol::{self, Incoming, RpcError};
 
 /// Requests from one server (elicitation, sampling) being handled at once; each may wait
@@ -84,6 +85,10 @@ pub trait ClientHandler: Send + Sync + 'static {
     fn elicit(&self, _server: &str, _params: &Value) -> Option<Value> {
         None
     }
+    /// Whether to declare the `sampling` capability.
+    fn supports_sampling(&self) -> bool {
+        false
+    }
     /// Answers `sampling/createMessage`, or `None` to decline.
     fn sample(&self, _server: &str, _params: &Value) -> Option<Value> {
         None
@@ -128,6 +133,8 @@ struct Shared {
     progress: Mutex<HashMap<u64, ProgressSink>>,
     /// Calls whose caller hears the server's log messages, by request id.
     logs: Mutex<HashMap<u64, LogSink>>,
+    /// Calls whose caller can answer the server's questions, by request id.
+    askers: Mutex<HashMap<u64, Asker>>,
 }
 
 impl Connection {
@@ -142,6 +149,7 @@ impl Connection {
             server_requests: Arc::new(Semaphore::new(MAX_SERVER_REQUESTS)),
             progress: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
+            askers: Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch(
             server.to_owned(),
@@ -219,7 +227,11 @@ impl Connection {
             && LOGS
                 .try_with(|sink| lock(&self.shared.logs).insert(id, sink.clone()))
                 .is_ok();
-        let _unfollow = (followed || logged).then(|| Unfollow(&self.shared, id));
+        let asked = method == "tools/call"
+            && ASKER
+                .try_with(|asker| lock(&self.shared.askers).insert(id, asker.clone()))
+                .is_ok();
+        let _unfollow = (followed || logged || asked).then(|| Unfollow(&self.shared, id));
         let stamp = self.stamp();
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
@@ -355,6 +367,7 @@ impl Drop for Unfollow<'_> {
     fn drop(&mut self) {
         lock(&self.0.progress).remove(&self.1);
         lock(&self.0.logs).remove(&self.1);
+        lock(&self.0.askers).remove(&self.1);
     }
 }
 

@@ -27,6 +27,8 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct Hello {
     /// Whether the harness answers elicitation.
     pub elicitation: bool,
+    /// Whether it may answer sampling (a gateway whose clients can).
+    pub sampling: bool,
 }
 
 impl Hello {
@@ -44,6 +46,9 @@ impl Hello {
         };
         if self.elicitation {
             c["elicitation"] = json!({});
+        }
+        if self.sampling {
+            c["sampling"] = json!({});
         }
         c
     }

@@ -9,6 +9,7 @@
 //! answered as that era (`server/discover`, `resultType`, `ttlMs`), anything else after
 //! the `initialize` handshake.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::protocol::{self, Incoming, METHOD_NOT_FOUND, MODERN, PROTOCOL};
 
+mod asking;
 mod content;
 
 /// How long its (fixed) tool list stays fresh for a stateless client: an hour, so an
@@ -34,51 +36,132 @@ const DEFAULT_MATCHES: usize = 50;
 const SKIP_DIRS: &[&str] = &[".git", "target", "node_modules", ".venv", "__pycache__"];
 
 /// Serves MCP on stdin/stdout until stdin closes. With `conformance`, it also has the
-/// tools the official conformance suite's server scenarios call (`content.rs`).
+/// tools the official conformance suite's server scenarios call (`content.rs`,
+/// `asking.rs`).
 pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
     let root = root.canonicalize()?;
-    let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
-    let mut line = String::new();
-    let mut input = stdin.lock();
-    loop {
-        line.clear();
-        // Capped like edgar's own reader: a longer line ends the session, it is not buffered.
-        let limit = super::protocol::MAX_MESSAGE_BYTES as u64;
-        let n = (&mut input).take(limit + 1).read_line(&mut line)?;
-        if n == 0 {
-            return Ok(());
-        }
-        if n as u64 > limit {
-            return Err(std::io::Error::other(
-                "a request line is over the message size limit",
-            ));
-        }
-        let Ok(messages) = protocol::decode(line.as_bytes()) else {
+    let mut input = Input {
+        reader: std::io::stdin().lock(),
+        waiting: VecDeque::new(),
+    };
+    // What the client declared at `initialize`: whether it may be asked.
+    let mut client = Value::Null;
+    let mut next_id: u64 = 1;
+    while let Some(m) = input.next()? {
+        let Incoming::Request { id, method, params } = m else {
             continue;
         };
-        for m in messages {
-            if let Incoming::Request { id, method, params } = m {
-                if conformance {
-                    for n in content::progress(&method, &params) {
-                        stdout.write_all(&n)?;
-                        stdout.write_all(b"\n")?;
-                    }
-                }
-                let reply = match handle(&root, &method, &params, conformance) {
-                    Ok(result) => protocol::response(&id, result),
-                    Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, requested)) => {
-                        let mut supported: Vec<&str> = MODERN.to_vec();
-                        supported.extend_from_slice(PROTOCOL);
-                        protocol::unsupported_version(&id, &requested, &supported)
-                    }
-                    Err((code, msg)) => protocol::error_response(&id, code, &msg),
-                };
-                stdout.write_all(&reply)?;
+        if method == "initialize" {
+            client = params["capabilities"].clone();
+        }
+        if conformance {
+            for n in content::progress(&method, &params) {
+                stdout.write_all(&n)?;
                 stdout.write_all(b"\n")?;
-                stdout.flush()?;
             }
         }
+        let name = params["name"].as_str().unwrap_or("");
+        let asks = (conformance && method == "tools/call")
+            .then(|| asking::question(name, &params["arguments"]))
+            .flatten();
+        let reply = match asks {
+            Some((asked, question)) => {
+                let needs = asking::capability(asked);
+                let meta = &params["_meta"];
+                let result = if meta[protocol::META_PROTOCOL_VERSION].is_string() {
+                    // The stateless era: the question goes back in the result, and the
+                    // call comes again with its answer.
+                    let declared = &meta[protocol::META_CLIENT_CAPABILITIES][needs];
+                    asking::stateless(name, asked, question, &params, declared.is_object())
+                } else if !client[needs].is_object() {
+                    asking::result(name, Err(format!("the client did not declare {needs}")))
+                } else {
+                    next_id += 1;
+                    asking::result(name, input.ask(&mut stdout, next_id, asked, question)?)
+                };
+                protocol::response(&id, result)
+            }
+            None => match handle(&root, &method, &params, conformance) {
+                Ok(result) => protocol::response(&id, result),
+                Err((protocol::UNSUPPORTED_PROTOCOL_VERSION, requested)) => {
+                    let mut supported: Vec<&str> = MODERN.to_vec();
+                    supported.extend_from_slice(PROTOCOL);
+                    protocol::unsupported_version(&id, &requested, &supported)
+                }
+                Err((code, msg)) => protocol::error_response(&id, code, &msg),
+            },
+        };
+        stdout.write_all(&reply)?;
+        stdout.write_all(b"\n")?;
+        stdout.flush()?;
+    }
+    Ok(())
+}
+
+/// The client's messages, one at a time; those that came while the server waited for an
+/// answer of its own are kept for after.
+struct Input<R> {
+    reader: R,
+    waiting: VecDeque<Incoming>,
+}
+
+impl<R: BufRead> Input<R> {
+    /// The next message, or `None` at the end of input.
+    fn next(&mut self) -> std::io::Result<Option<Incoming>> {
+        loop {
+            if let Some(m) = self.waiting.pop_front() {
+                return Ok(Some(m));
+            }
+            let mut line = String::new();
+            // Capped like edgar's own reader: a longer line ends the session, it is not
+            // buffered.
+            let limit = super::protocol::MAX_MESSAGE_BYTES as u64;
+            let n = (&mut self.reader).take(limit + 1).read_line(&mut line)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if n as u64 > limit {
+                return Err(std::io::Error::other(
+                    "a request line is over the message size limit",
+                ));
+            }
+            if let Ok(messages) = protocol::decode(line.as_bytes()) {
+                self.waiting.extend(messages);
+            }
+        }
+    }
+
+    /// Asks the client `method` as request `id` and waits for its answer; what else
+    /// arrives meanwhile waits its turn.
+    fn ask(
+        &mut self,
+        out: &mut impl Write,
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> std::io::Result<Result<Value, String>> {
+        out.write_all(&protocol::request(id, method, params))?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        let mut held = VecDeque::new();
+        let answer = loop {
+            match self.next()? {
+                None => break Err("the client went away before it answered".to_owned()),
+                Some(Incoming::Response {
+                    id: Some(got),
+                    outcome,
+                }) if got == id => {
+                    break outcome
+                        .map(|raw| serde_json::from_str(raw.get()).unwrap_or_default())
+                        .map_err(|e| format!("the client refused: {}", e.message));
+                }
+                Some(other) => held.push_back(other),
+            }
+        };
+        held.extend(self.waiting.drain(..));
+        self.waiting = held;
+        Ok(answer)
     }
 }
 
@@ -123,6 +206,7 @@ fn handle_era(
             && let (Some(l), Some(extra)) = (list.as_array_mut(), content::test_tools().as_array())
         {
             l.extend(extra.iter().cloned());
+            l.extend(asking::tools().as_array().into_iter().flatten().cloned());
         }
         list
     };

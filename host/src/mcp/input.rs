@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::McpError;
+use super::ask::ASKER;
 use super::connection::ClientHandler;
 use super::protocol::MAX_CONTROL_BYTES;
 use crate::text::shown;
@@ -155,26 +156,47 @@ where
 }
 
 /// Answers every input request, or fails the request naming what edgar cannot give.
-/// Elicitation goes to the harness's handler (on a blocking thread: it may ask a
-/// human); sampling too, where the harness provides it; roots are not offered in this
-/// era.
+/// Elicitation and sampling go to the call's caller when it can be asked
+/// ([`ASKER`]), else to the harness's handler (on a blocking thread: it may ask a
+/// human); roots are not offered in this era.
 pub(crate) async fn answer(
     server: &str,
     handler: &Arc<dyn ClientHandler>,
     requests: Vec<(String, String, Value)>,
 ) -> Result<Value, McpError> {
     let mut responses = Map::new();
+    let asker = ASKER.try_with(Clone::clone).ok();
     for (key, method, params) in requests {
-        let h = handler.clone();
-        let (s, m) = (server.to_owned(), method.clone());
-        let got = tokio::task::spawn_blocking(move || match m.as_str() {
-            "elicitation/create" if h.supports_elicitation() => h.elicit(&s, &params),
-            "sampling/createMessage" => h.sample(&s, &params),
-            _ => None,
-        })
-        .await
-        .ok()
-        .flatten();
+        let asked = match &asker {
+            Some(a) => a.ask(server, &method, params.clone()).await,
+            None => None,
+        };
+        let got = match asked {
+            Some(Ok(result)) => Some(result),
+            Some(Err(refusal)) => {
+                return Err(McpError::Exchange {
+                    server: server.to_owned(),
+                    method: "tools/call".into(),
+                    reason: format!(
+                        "it asked for {}, which the client refused: {}",
+                        shown(&method),
+                        shown(&refusal)
+                    ),
+                });
+            }
+            None => {
+                let h = handler.clone();
+                let (s, m) = (server.to_owned(), method.clone());
+                tokio::task::spawn_blocking(move || match m.as_str() {
+                    "elicitation/create" if h.supports_elicitation() => h.elicit(&s, &params),
+                    "sampling/createMessage" => h.sample(&s, &params),
+                    _ => None,
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+        };
         match got {
             Some(result) => {
                 responses.insert(key, result);

@@ -9,12 +9,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
-
 use super::database::{Pipelined, db_error};
 use super::{Database, StateError};
 use crate::auth::Secret;
 use crate::auth::mcp::exchange::{Kept, TokenVault};
+use crate::seal::Sealer;
 
 /// The sealed tokens table.
 #[derive(Clone)]
@@ -24,7 +23,7 @@ pub struct SharedTokens {
 
 struct Inner {
     conn: Pipelined,
-    key: LessSafeKey,
+    key: Sealer,
 }
 
 impl std::fmt::Debug for SharedTokens {
@@ -33,16 +32,6 @@ impl std::fmt::Debug for SharedTokens {
             .field("conn", &self.inner.conn)
             .finish_non_exhaustive()
     }
-}
-
-/// What a sealed token is bound to.
-fn aad(upstream: &str, sub: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(upstream.len() + sub.len() + 16);
-    for part in [upstream, sub] {
-        out.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        out.extend_from_slice(part.as_bytes());
-    }
-    out
 }
 
 fn millis(t: SystemTime) -> i64 {
@@ -54,39 +43,28 @@ fn millis(t: SystemTime) -> i64 {
 impl SharedTokens {
     /// Rows in `db`, sealed with `key` (see [`super::StateKey::tokens_key`]).
     pub fn new(db: Database, key: [u8; 32]) -> Result<SharedTokens, StateError> {
-        let key = UnboundKey::new(&AES_256_GCM, &key)
-            .map_err(|_| StateError::Database("no AES-256-GCM key".into()))?;
         Ok(SharedTokens {
             inner: Arc::new(Inner {
                 conn: Pipelined::new(db),
-                key: LessSafeKey::new(key),
+                key: Sealer::new(&key),
             }),
         })
     }
 }
 
 impl Inner {
+    /// The token sealed to `upstream` and `sub` (so a row moved to another user never
+    /// opens for them): its nonce and the rest, as the table keeps them.
     fn seal(&self, upstream: &str, sub: &str, token: &Secret) -> Option<([u8; 12], Vec<u8>)> {
-        let mut nonce = [0u8; 12];
-        getrandom::fill(&mut nonce).ok()?;
-        let mut sealed = token.expose().as_bytes().to_vec();
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad(upstream, sub)),
-                &mut sealed,
-            )
-            .ok()?;
-        Some((nonce, sealed))
+        let sealed = self.key.seal(&[upstream, sub], token.expose().as_bytes())?;
+        let (nonce, rest) = sealed.split_at_checked(12)?;
+        Some((nonce.try_into().ok()?, rest.to_vec()))
     }
 
-    fn open(&self, upstream: &str, sub: &str, nonce: &[u8], mut sealed: Vec<u8>) -> Option<Secret> {
-        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(aad(upstream, sub)), &mut sealed)
-            .ok()?;
-        String::from_utf8(plain.to_vec()).ok().map(Secret::new)
+    fn open(&self, upstream: &str, sub: &str, nonce: &[u8], sealed: Vec<u8>) -> Option<Secret> {
+        let whole = [nonce, &sealed].concat();
+        let plain = self.key.open(&[upstream, sub], &whole)?;
+        String::from_utf8(plain).ok().map(Secret::new)
     }
 
     async fn get(

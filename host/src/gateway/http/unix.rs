@@ -11,8 +11,10 @@ use std::sync::Arc;
 use tokio::net::UnixListener;
 use tokio::task::JoinSet;
 
+use super::session::Sessions;
 use super::{Auth, Front, MAX_CONNECTIONS, PATH, drain};
 use crate::gateway::Gateway;
+use crate::seal::Sealer;
 
 /// Serves `gateway` on `listener` (bound at `path` by [`bind`]) until `shutdown`; the
 /// socket file is removed after.
@@ -61,6 +63,7 @@ async fn accept_loop(
         auth: Auth::Peer,
         authorities: Vec::new(),
         path: PATH.to_owned(),
+        sessions: Sessions::new(Sealer::random()?),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));

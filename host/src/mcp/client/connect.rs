@@ -181,6 +181,7 @@ impl SessionInner {
     ) -> Result<Negotiated, McpError> {
         let hello = Hello {
             elicitation: self.opts.handler.supports_elicitation(),
+            sampling: self.opts.handler.supports_sampling(),
         };
         let known = match spec.protocol {
             ProtocolChoice::Auto => self.cache.read_era(spec).map(|e| e.version),

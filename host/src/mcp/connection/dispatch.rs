@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::mcp::ask::Asker;
 use crate::mcp::protocol::{self, Incoming, METHOD_NOT_FOUND};
 use crate::text::{shown, shown_message};
 
@@ -195,25 +196,37 @@ pub(super) async fn answer(
                 let _ = outgoing.send(Outbound::reply(reply)).await;
                 return;
             };
-            // The handler may wait for a human, so it runs elsewhere and answers later.
+            // The caller of the call running now, when it can be asked; else the handler,
+            // which may wait for a human, so it runs elsewhere and answers later.
+            let asker = Asker::pick(&lock(&shared.askers));
             let handler = ctx.handler.clone();
             let (server, method, outgoing) =
                 (server.to_owned(), method.to_owned(), outgoing.clone());
             tokio::spawn(async move {
-                let m = method.clone();
-                let s = server.clone();
-                let answer = tokio::task::spawn_blocking(move || match m.as_str() {
-                    "elicitation/create" if handler.supports_elicitation() => {
-                        handler.elicit(&s, &params)
+                let asked = match asker {
+                    Some(a) => a.ask(&server, &method, params.clone()).await,
+                    None => None,
+                };
+                let answer = match asked {
+                    Some(answer) => Some(answer),
+                    None => {
+                        let (m, s) = (method.clone(), server.clone());
+                        tokio::task::spawn_blocking(move || match m.as_str() {
+                            "elicitation/create" if handler.supports_elicitation() => {
+                                handler.elicit(&s, &params)
+                            }
+                            "sampling/createMessage" => handler.sample(&s, &params),
+                            _ => None,
+                        })
+                        .await
+                        .ok()
+                        .flatten()
+                        .map(Ok)
                     }
-                    "sampling/createMessage" => handler.sample(&s, &params),
-                    _ => None,
-                })
-                .await
-                .ok()
-                .flatten();
+                };
                 let reply = match answer {
-                    Some(result) => protocol::response(&id, result),
+                    Some(Ok(result)) => protocol::response(&id, result),
+                    Some(Err(refusal)) => protocol::error_response(&id, INTERNAL_ERROR, &refusal),
                     None => protocol::error_response(
                         &id,
                         METHOD_NOT_FOUND,
