@@ -184,6 +184,17 @@ fn top_level_object(
     Ok(schema)
 }
 
+/// A 2020-12 `$anchor`: a letter or `_`, then letters, digits, `-`, `_` and `.` (at most
+/// 128 bytes).
+fn plain_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 128
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// Cleans a whole schema, then drops local `$ref`s that do not resolve in the result.
 /// With `headers`, `x-mcp-header` annotations are kept where the specification allows
 /// them, and any other makes the whole schema invalid (the error says why).
@@ -461,6 +472,9 @@ impl Cleaner<'_> {
                 // what the server declared (MCP 2026-07-28, SEP-2106). Any other dialect
                 // is read as 2020-12 and not claimed.
                 "$schema" if ptr.segments.is_empty() && value == DIALECT_2020_12 => Some(value),
+                // A plain-name anchor annotates its subschema (SEP-2106); a `$ref` to it is
+                // not a JSON pointer, so such a `$ref` does not resolve and is dropped.
+                "$anchor" if value.as_str().is_some_and(plain_name) => Some(value),
                 "$schema" | "$id" | "id" | "$anchor" | "$dynamicRef" | "$dynamicAnchor"
                 | "$recursiveRef" | "$recursiveAnchor" | "$vocabulary" | "$comment" => {
                     self.notes.add(

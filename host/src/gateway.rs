@@ -132,6 +132,15 @@ pub const MANY_TOOLS: usize = 128;
 
 type Reply = Result<Value, (i64, String)>;
 
+/// Results the stateless era gives caching hints (`ttlMs`, `cacheScope`) besides
+/// `tools/list`, which sets its own.
+const CACHEABLE: &[&str] = &[
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
 impl Gateway {
     /// A gateway serving found tools, or with `expose_all` every tool of every server
     /// from the first `tools/list` (which then discovers every server). The session's
@@ -364,6 +373,12 @@ impl Gateway {
                 .map(|mut r| {
                     if let Some(r) = r.as_object_mut() {
                         r.insert("resultType".into(), json!("complete"));
+                        // What every server lists and reads may change with its next
+                        // start: a client caches none of it.
+                        if CACHEABLE.contains(&method) {
+                            r.entry("ttlMs").or_insert(json!(0));
+                            r.entry("cacheScope").or_insert(json!("private"));
+                        }
                     }
                     r
                 }),

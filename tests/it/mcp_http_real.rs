@@ -194,7 +194,16 @@ async fn a_python_sdk_server_over_streamable_http() {
         .unwrap_or_else(|e| panic!("{e}"));
     let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     names.sort();
-    assert_eq!(names, ["py__add", "py__book", "py__count", "py__shout"]);
+    assert_eq!(
+        names,
+        [
+            "py__add",
+            "py__book",
+            "py__count",
+            "py__shout",
+            "py__summarize"
+        ]
+    );
     let out = h
         .session
         .call("py__add", json!({"a": 2, "b": 40}))

@@ -51,6 +51,30 @@ fn a_root_2020_12_dialect_is_kept_and_any_other_dropped() {
 }
 
 #[test]
+fn a_plain_name_anchor_is_kept_and_any_other_dropped() {
+    let (out, t) = accept(json!({"name": "t", "inputSchema": {
+        "type": "object",
+        "$defs": {"a": {"$anchor": "addressDef", "type": "string"},
+                  "b": {"$anchor": "#not a name", "type": "string"},
+                  "c": {"$anchor": 7, "type": "string"}},
+        "properties": {"x": {"$ref": "#addressDef"}, "y": {"$ref": "#/$defs/a"}}
+    }}));
+    assert_eq!(
+        out,
+        json!({"type": "object",
+               "$defs": {"a": {"$anchor": "addressDef", "type": "string"},
+                         "b": {"type": "string"}, "c": {"type": "string"}},
+               "properties": {"x": {}, "y": {"$ref": "#/$defs/a"}}})
+    );
+    let r = reasons(&t);
+    assert!(
+        r.iter()
+            .any(|r| r.starts_with("/inputSchema/properties/x/$ref ")),
+        "a $ref to an anchor is not followed: {r:?}"
+    );
+}
+
+#[test]
 fn drops_vendor_and_meta_keywords_with_reasons() {
     let (out, t) = accept(json!({"name": "t", "inputSchema": {
         "$schema": "http://json-schema.org/draft-07/schema#",

@@ -34,6 +34,7 @@ use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 use session::Sessions;
 
+mod modern;
 pub mod session;
 mod team_routes;
 pub mod unix;
@@ -413,6 +414,7 @@ impl Front {
             },
         };
         let trace = super::trace::trace_id(headers);
+        let routing = modern::Routing::of(headers);
         let json = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -442,14 +444,27 @@ impl Front {
             );
             return with_body(StatusCode::BAD_REQUEST, "application/json", reply);
         }
-        match messages.remove(0) {
+        let message = messages.remove(0);
+        if let (Some(routing), Incoming::Request { id, method, params }) = (&routing, &message)
+            && let Err(refusal) = routing.check(method, params)
+        {
+            let code = modern::status(refusal.code);
+            return with_body(code, "application/json", refusal.reply(id));
+        }
+        let modern = routing.is_some();
+        match message {
             Incoming::Request { id, method, .. } if method == "subscriptions/listen" => {
                 let reply = protocol::error_response(
                     &id,
                     protocol::METHOD_NOT_FOUND,
                     "subscriptions are served on stdio; over HTTP, list tools again after a tool_search",
                 );
-                with_body(StatusCode::OK, "application/json", reply)
+                let code = if modern {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::OK
+                };
+                with_body(code, "application/json", reply)
             }
             Incoming::Request { id, method, params } => {
                 // The new session says what this client can answer.
@@ -461,10 +476,13 @@ impl Front {
                     .flatten();
                 let mut reply = match trace {
                     Some(t) => {
-                        let answer = self.answer(caller, answers, id, method, params);
+                        let answer = self.answer(caller, answers, modern, id, method, params);
                         crate::trust::audit::TRACE.scope(t, answer).await
                     }
-                    None => self.answer(caller, answers, id, method, params).await,
+                    None => {
+                        self.answer(caller, answers, modern, id, method, params)
+                            .await
+                    }
                 };
                 if let Some(v) = session.and_then(|s| HeaderValue::from_str(&s).ok())
                     && reply.status() == StatusCode::OK
@@ -508,6 +526,7 @@ impl Front {
         &self,
         caller: Caller,
         answers: Answers,
+        modern: bool,
         id: Value,
         method: String,
         params: Value,
@@ -532,7 +551,12 @@ impl Front {
                     notes.push(n);
                 }
                 if notes.is_empty() {
-                    return with_body(StatusCode::OK, "application/json", reply);
+                    // The stateless era sends an error with the status its code calls for.
+                    let code = match modern.then(|| modern::error_code(&reply)).flatten() {
+                        Some(code) => modern::status(code),
+                        None => StatusCode::OK,
+                    };
+                    return with_body(code, "application/json", reply);
                 }
                 let mut stream = Vec::new();
                 for message in notes.iter().chain(std::iter::once(&reply)) {

@@ -142,6 +142,24 @@ pub(super) fn test_tools() -> Value {
             "test_tool_with_logging",
             "Logs three messages, then answers."
         ),
+        json!({"name": "json_schema_2020_12_tool",
+               "description": "Tool with JSON Schema 2020-12 features",
+               "inputSchema": {
+                   "$schema": "https://json-schema.org/draft/2020-12/schema",
+                   "type": "object",
+                   "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                                         "properties": {"street": {"type": "string"},
+                                                        "city": {"type": "string"}}}},
+                   "properties": {"name": {"type": "string"},
+                                  "address": {"$ref": "#/$defs/address"},
+                                  "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                                  "phone": {"type": "string"}, "email": {"type": "string"}},
+                   "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                   "if": {"properties": {"contactMethod": {"const": "phone"}},
+                          "required": ["contactMethod"]},
+                   "then": {"required": ["phone"]},
+                   "else": {"required": ["email"]},
+                   "additionalProperties": false}}),
     ])
 }
 
@@ -165,6 +183,7 @@ pub(super) fn call_test_tool(name: &str) -> Option<Value> {
         ]),
         "test_tool_with_progress" => json!([{"type": "text", "text": "Progress reported."}]),
         "test_tool_with_logging" => json!([{"type": "text", "text": "Messages logged."}]),
+        "json_schema_2020_12_tool" => json!([{"type": "text", "text": "Schema kept."}]),
         _ => return None,
     };
     Some(json!({"content": content, "isError": false}))
