@@ -124,6 +124,8 @@ pub struct Gateway {
     listeners: Mutex<Vec<Value>>,
     /// What upstream servers asked HTTP clients, waiting for their answers.
     questions: Arc<questions::Questions>,
+    /// Whose served tool list grew, for the HTTP clients' `subscriptions/listen` streams.
+    grown: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -179,6 +181,7 @@ impl Gateway {
             initialized: AtomicBool::new(false),
             listeners: Mutex::default(),
             questions: Arc::default(),
+            grown: tokio::sync::broadcast::channel(64).0,
         })
     }
 
@@ -257,15 +260,10 @@ impl Gateway {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 // Never answered: it stays open until the client cancels it, and carries
                 // the notifications it asked for (tool list changes, here).
-                let wants = params["notifications"]["toolsListChanged"] == true;
-                let ack = json!({
-                    "_meta": {(META_SUBSCRIPTION_ID): id},
-                    "notifications": {"toolsListChanged": wants},
-                });
+                let (ack, wants) = listened(&id, &params);
                 if wants {
                     lock(&self.listeners).push(id);
                 }
-                let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
                 let _ = tx.send(ack).await;
             }
             Incoming::Request { id, method, params } => {
@@ -601,6 +599,8 @@ impl Gateway {
                 self.share_found(caller, names).await;
                 if self.search.found_by(user).len() > before {
                     self.list_changed(tx).await;
+                    // No listener, no receiver: nothing to tell.
+                    let _ = self.grown.send(user.into());
                 }
                 Ok(text_result(&reply.text(), false))
             }
@@ -615,6 +615,17 @@ impl Gateway {
         }
     }
 
+    /// A `subscriptions/listen` stream for an HTTP client `who` (request `id`): the
+    /// acknowledgement, whether it asked for tool list changes, and where they are heard.
+    pub(crate) fn listen(
+        &self,
+        id: &Value,
+        params: &Value,
+    ) -> (Vec<u8>, bool, tokio::sync::broadcast::Receiver<Arc<str>>) {
+        let (ack, wants) = listened(id, params);
+        (ack, wants, self.grown.subscribe())
+    }
+
     /// Says the served list grew: unasked to a client that initialized (the handshake
     /// era), and on each open subscription (the stateless era, which hears nothing else).
     async fn list_changed(&self, tx: &mpsc::Sender<Vec<u8>>) {
@@ -624,8 +635,7 @@ impl Gateway {
         }
         let listeners = lock(&self.listeners).clone();
         for id in listeners {
-            let params = json!({"_meta": {(META_SUBSCRIPTION_ID): id}});
-            let _ = tx.send(protocol::notification(METHOD, params)).await;
+            let _ = tx.send(tools_changed(&id)).await;
         }
     }
 
@@ -700,6 +710,26 @@ fn log_sink(tx: mpsc::Sender<Vec<u8>>) -> LogSink {
 /// error, so the model sees the reason and what to run).
 fn failure(e: &McpError) -> String {
     crate::text::shown_message(&e.to_string())
+}
+
+/// The acknowledgement of a `subscriptions/listen` request, and whether it asked for tool
+/// list changes (the only notification a listener hears from the gateway).
+fn listened(id: &Value, params: &Value) -> (Vec<u8>, bool) {
+    let wants = params["notifications"]["toolsListChanged"] == true;
+    let ack = json!({
+        "_meta": {(META_SUBSCRIPTION_ID): id},
+        "notifications": {"toolsListChanged": wants},
+    });
+    let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
+    (ack, wants)
+}
+
+/// The notification a listener `id` hears when its tool list grew.
+pub(crate) fn tools_changed(id: &Value) -> Vec<u8> {
+    protocol::notification(
+        "notifications/tools/list_changed",
+        json!({"_meta": {(META_SUBSCRIPTION_ID): id}}),
+    )
 }
 
 fn text_result(text: &str, is_error: bool) -> Value {

@@ -276,6 +276,87 @@ fn a_session_id_is_one_the_gateway_sealed_or_it_is_refused() {
     assert_eq!(again.stop(), Some(143));
 }
 
+/// A `subscriptions/listen` POST over HTTP stays open as an event stream: acknowledged
+/// first, then told (tagged with its id) each time a search grows its caller's tool
+/// list, and never of what it did not ask for; it ends when the gateway stops, which
+/// does not wait for it.
+#[test]
+fn an_http_listen_stream_hears_its_tool_list_grow_and_ends_at_shutdown() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("listen");
+    python_server_config(home.path(), &t);
+    let gw = HttpGateway::start(home.path(), &[]);
+    let listen = |id: u64, wants: bool| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                          "params": {"notifications": {"toolsListChanged": wants}}})
+        .to_string();
+        let mut stream =
+            std::net::TcpStream::connect(gw.authority()).unwrap_or_else(|e| panic!("{e}"));
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            gw.authority(),
+            body.len()
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        BufReader::new(stream)
+    };
+    // The next message on a stream (or None once it ended).
+    let next = |r: &mut BufReader<std::net::TcpStream>| -> Option<Value> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if r.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return serde_json::from_str(data).ok();
+            }
+        }
+    };
+    let mut tools = listen(41, true);
+    let mut prompts = listen(42, false);
+    let ack = next(&mut tools).unwrap_or_default();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        41
+    );
+    assert_eq!(
+        next(&mut prompts).unwrap_or_default()["params"]["notifications"]["toolsListChanged"],
+        false
+    );
+    let (code, body) = gw.post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "tool_search", "arguments": {"query": "add two integers"}}}));
+    assert_eq!(code, 200, "{body}");
+    let heard = next(&mut tools).unwrap_or_default();
+    assert_eq!(
+        heard["method"], "notifications/tools/list_changed",
+        "{heard}"
+    );
+    assert_eq!(
+        heard["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        41
+    );
+    // Were the open streams waited for, the gateway would take its 20 s drain, past the
+    // 10 s `stop` gives it.
+    assert_eq!(gw.stop(), Some(143));
+    assert_eq!(next(&mut tools), None, "the stream ended");
+    assert_eq!(
+        next(&mut prompts),
+        None,
+        "nothing it did not ask for, then the end"
+    );
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "an upstream outlived the gateway"
+    );
+}
+
 #[test]
 fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

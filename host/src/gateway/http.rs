@@ -132,6 +132,8 @@ struct Front {
     path: String,
     /// Seals and opens the session ids handed out.
     sessions: Sessions,
+    /// Set when the gateway shuts down: open listen streams end.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Serves `gateway` on `listener` (bound to a loopback address) until the future is
@@ -180,16 +182,17 @@ pub async fn serve_until(
         Some(s) => s,
         None => crate::seal::Sealer::random()?,
     };
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let front = Arc::new(Front {
         gateway,
         auth,
         authorities,
         path,
         sessions: Sessions::new(sealer),
+        stop: stop.clone(),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // At the cap, stop accepting: new clients wait in the kernel's backlog.
@@ -453,18 +456,8 @@ impl Front {
         }
         let modern = routing.is_some();
         match message {
-            Incoming::Request { id, method, .. } if method == "subscriptions/listen" => {
-                let reply = protocol::error_response(
-                    &id,
-                    protocol::METHOD_NOT_FOUND,
-                    "subscriptions are served on stdio; over HTTP, list tools again after a tool_search",
-                );
-                let code = if modern {
-                    StatusCode::NOT_FOUND
-                } else {
-                    StatusCode::OK
-                };
-                with_body(code, "application/json", reply)
+            Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
+                self.listen(&caller, &id, &params)
             }
             Incoming::Request { id, method, params } => {
                 // The new session says what this client can answer.
@@ -589,6 +582,44 @@ impl Front {
                 }
             }
             let _ = body_tx.send(event(&reply)).await;
+        });
+        let mut r = Response::new(Streamed(body_rx).boxed());
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    }
+}
+
+impl Front {
+    /// A `subscriptions/listen` stream: the acknowledgement, then a notification each
+    /// time this caller's tool list grows (if it asked for that), until the client goes
+    /// away or the gateway shuts down.
+    fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
+        let (ack, wants, mut grown) = self.gateway.listen(id, params);
+        let (who, id, mut stop) = (caller.key().to_owned(), id.clone(), self.stop.clone());
+        let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            if body_tx.send(event(&ack)).await.is_err() {
+                return;
+            }
+            loop {
+                tokio::select! {
+                    () = body_tx.closed() => return,
+                    () = async { let _ = stop.wait_for(|s| *s).await; } => return,
+                    heard = grown.recv() => match heard {
+                        Ok(whose) if wants && *whose == *who => {
+                            let note = super::tools_changed(&id);
+                            if body_tx.send(event(&note)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+            }
         });
         let mut r = Response::new(Streamed(body_rx).boxed());
         r.headers_mut().insert(

@@ -58,16 +58,17 @@ async fn accept_loop(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let me = rustix::process::getuid().as_raw();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let front = Arc::new(Front {
         gateway,
         auth: Auth::Peer,
         authorities: Vec::new(),
         path: PATH.to_owned(),
         sessions: Sessions::new(Sealer::random()?),
+        stop: stop.clone(),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let permit = tokio::select! {
