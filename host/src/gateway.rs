@@ -134,6 +134,11 @@ pub const MANY_TOOLS: usize = 128;
 
 type Reply = Result<Value, (i64, String)>;
 
+/// JSON-RPC "missing required client capability": the request needs something of the
+/// client it did not declare. Its reply's message is the capability's name alone, from
+/// which `answer_as` words the error and its `data`.
+const MISSING_CAPABILITY: i64 = -32021;
+
 /// Results the stateless era gives caching hints (`ttlMs`, `cacheScope`) besides
 /// `tools/list`, which sets its own.
 const CACHEABLE: &[&str] = &[
@@ -384,6 +389,12 @@ impl Gateway {
         };
         match reply {
             Ok(result) => protocol::response(id, result),
+            Err((MISSING_CAPABILITY, capability)) => protocol::encode_message(&json!({
+            "jsonrpc": "2.0", "id": id, "error": {
+                "code": MISSING_CAPABILITY,
+                "message": format!("this request needs the client's {capability} capability, which it did not declare"),
+                "data": {"requiredCapabilities": {capability: {}}},
+            }})),
             Err((code, message)) => protocol::error_response(id, code, &message),
         }
     }
@@ -660,32 +671,37 @@ impl Gateway {
                 true,
             ));
         }
-        Ok(self.run_call(name, args, progress).await)
+        self.run_call(name, args, progress).await
     }
 
-    /// Calls the tool through the session; every outcome is a tool result.
-    async fn run_call(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Value {
+    /// Calls the tool through the session.
+    async fn run_call(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Reply {
         run_call_in(&self.session, name, args, progress).await
     }
 }
 
-/// Calls the tool through `session`; every outcome is a tool result.
+/// Calls the tool through `session`; every outcome is a tool result, but the server
+/// needing what the client did not declare, which fails the request (-32021, the
+/// message naming the capability: see [`MISSING_CAPABILITY`]).
 async fn run_call_in(
     session: &Session,
     name: &str,
     args: Value,
     progress: Option<ProgressSink>,
-) -> Value {
+) -> Reply {
     let call = session.call(name, args);
     let called = match progress {
         Some(sink) => PROGRESS.scope(sink, call).await,
         None => call.await,
     };
     match called {
-        Ok(out) => serde_json::to_value(&out).unwrap_or_else(|e| {
+        Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
             text_result(&format!("edgar could not encode the result: {e}"), true)
-        }),
-        Err(e) => text_result(&failure(&e), true),
+        })),
+        Err(McpError::MissingCapability { capability, .. }) => {
+            Err((MISSING_CAPABILITY, capability.to_owned()))
+        }
+        Err(e) => Ok(text_result(&failure(&e), true)),
     }
 }
 

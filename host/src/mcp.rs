@@ -68,6 +68,15 @@ pub enum McpError {
         method: String,
         reason: String,
     },
+    /// A server asked the caller for something (its `capability`: elicitation,
+    /// sampling, roots) that the caller did not declare it can give.
+    #[error(
+        "MCP server '{server}' needs the client's {capability}, which the client did not declare"
+    )]
+    MissingCapability {
+        server: String,
+        capability: &'static str,
+    },
     #[error("MCP server '{server}' broke the protocol: {reason}")]
     Protocol { server: String, reason: String },
     #[error("MCP server '{server}' answered {method} with error {code}: {message}")]
@@ -148,6 +157,7 @@ impl McpError {
             McpError::Closed { .. } => "closed",
             McpError::Timeout { .. } => "timeout",
             McpError::Exchange { .. } => "exchange",
+            McpError::MissingCapability { .. } => "missing_capability",
             McpError::Protocol { .. } => "protocol",
             McpError::Server { .. } => "server_error",
             McpError::Version { .. } | McpError::UnsupportedVersion { .. } => "version",
@@ -169,6 +179,7 @@ impl McpError {
             | McpError::Failed { server, .. }
             | McpError::NeedsLogin { server, .. }
             | McpError::Exchange { server, .. }
+            | McpError::MissingCapability { server, .. }
             | McpError::Closed { server, .. }
             | McpError::Timeout { server, .. }
             | McpError::Protocol { server, .. }

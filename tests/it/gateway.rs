@@ -402,32 +402,41 @@ fn an_upstream_question_reaches_the_client_that_takes_it_on_either_transport() {
             }
             python_client(home.path(), &args, &[("EDGAR_TEST_ELICIT", "1")])
         };
-        // A handshake client declared elicitation and sampling: its user is asked, told
-        // which server asks; its model completes the server's prompt.
-        let seen = book("legacy");
-        assert_eq!(
-            seen["asked"],
-            json!(["[py] How many guests at t7?"]),
-            "{target}: {seen}"
-        );
-        assert_eq!(
-            seen["book"],
-            json!({"text": "booked t7 for 4", "error": false}),
-            "{target}"
-        );
-        assert_eq!(
-            seen["sampled"],
-            json!([["Summarize: the minutes"]]),
-            "{target}"
-        );
-        assert_eq!(
-            seen["summary"],
-            json!({"text": "summary: short (test-model)", "error": false}),
-            "{target}: {seen}"
-        );
-        // A stateless client cannot be asked mid-call: declined, never answered for it.
+        // A client that declared elicitation and sampling: its user is asked, told which
+        // server asks; its model completes the server's prompt. A handshake client is
+        // asked mid-call; a stateless one over HTTP gets the questions as input requests
+        // (`input_required`), and its call goes on when it brings the answers back.
+        let asked = |seen: &Value| {
+            assert_eq!(
+                seen["asked"],
+                json!(["[py] How many guests at t7?"]),
+                "{target}: {seen}"
+            );
+            assert_eq!(
+                seen["book"],
+                json!({"text": "booked t7 for 4", "error": false}),
+                "{target}"
+            );
+            assert_eq!(
+                seen["sampled"],
+                json!([["Summarize: the minutes"]]),
+                "{target}"
+            );
+            assert_eq!(
+                seen["summary"],
+                json!({"text": "summary: short (test-model)", "error": false}),
+                "{target}: {seen}"
+            );
+        };
+        asked(&book("legacy"));
         let seen = book("auto");
         assert_eq!(seen["version"], "2026-07-28");
+        if target != EDGAR {
+            asked(&seen);
+            continue;
+        }
+        // A stateless client on stdio cannot be asked mid-call: declined, never
+        // answered for it.
         assert_eq!(seen["asked"], json!([]), "{target}: {seen}");
         assert_eq!(seen["sampled"], json!([]), "{target}: {seen}");
         assert_eq!(

@@ -35,6 +35,7 @@ use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 use session::Sessions;
 
 mod modern;
+mod parked;
 pub mod session;
 mod team_routes;
 pub mod unix;
@@ -134,6 +135,8 @@ struct Front {
     sessions: Sessions,
     /// Set when the gateway shuts down: open listen streams end.
     stop: tokio::sync::watch::Receiver<bool>,
+    /// Stateless clients' calls waiting for their input.
+    parked: Arc<parked::Parked>,
 }
 
 /// Serves `gateway` on `listener` (bound to a loopback address) until the future is
@@ -190,6 +193,7 @@ pub async fn serve_until(
         path,
         sessions: Sessions::new(sealer),
         stop: stop.clone(),
+        parked: Arc::default(),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -458,6 +462,16 @@ impl Front {
         match message {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 self.listen(&caller, &id, &params)
+            }
+            // A stateless client's call may pause for its input (`parked.rs`).
+            Incoming::Request { id, method, params } if modern && method == "tools/call" => {
+                let declared = &params["_meta"][protocol::META_CLIENT_CAPABILITIES];
+                let answers = Answers::declared(declared);
+                let call = self.call_stateless(caller, answers, id, params);
+                match trace {
+                    Some(t) => crate::trust::audit::TRACE.scope(t, call).await,
+                    None => call.await,
+                }
             }
             Incoming::Request { id, method, params } => {
                 // The new session says what this client can answer.

@@ -1,9 +1,12 @@
-//! Questions upstream servers ask an HTTP client of the gateway (`elicitation/create`,
-//! `sampling/createMessage`) while its call runs: sent as our request on the event
-//! stream of the client's own POST, answered by the client in a later POST that names
-//! our id. Only the client that declared the capability is asked, only the caller whose
-//! call caused the question may answer it, and a client that does not answer within
-//! [`ANSWER_TIMEOUT`] is taken to decline.
+//! Questions upstream servers ask a client of the gateway (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) while its call runs. A client of the
+//! handshake era is asked with our request on its call's own stream (stdout, or the
+//! event stream of its POST) and answers in a message that names our id. A stateless
+//! client cannot be asked mid-call: its call pauses, the request answers with the
+//! questions as input requests (`input_required`), and the call goes on when the
+//! client's next request brings the answers (`http/parked.rs`). Only a client that
+//! declared the capability is asked, only the caller whose call caused the question may
+//! answer it, and one that does not answer within [`ANSWER_TIMEOUT`] is taken to decline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,10 +15,11 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::elicit::{ANSWER_TIMEOUT, accepted_shape, disclosed};
-use crate::mcp::ask::{Answer, Asker};
+use crate::mcp::ask::{Asker, Question, Refusal, capability};
 use crate::mcp::protocol::{self, RpcError};
 
-/// What a client declared it can answer, in its `initialize` capabilities.
+/// What a client declared it can answer, in its capabilities (`initialize`'s, or a
+/// stateless request's `_meta`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Answers {
     /// Form-mode elicitation.
@@ -23,11 +27,12 @@ pub struct Answers {
     /// URL-mode elicitation (declared as `elicitation.url`).
     pub url: bool,
     pub sampling: bool,
+    pub roots: bool,
 }
 
 impl Answers {
-    /// What `capabilities` (an `initialize` request's) declare; an empty `elicitation`
-    /// object means forms, as the protocol says.
+    /// What `capabilities` declare; an empty `elicitation` object means forms, as the
+    /// protocol says.
     pub fn declared(capabilities: &Value) -> Answers {
         let elicitation = capabilities.get("elicitation").filter(|e| e.is_object());
         Answers {
@@ -36,26 +41,35 @@ impl Answers {
             }),
             url: elicitation.is_some_and(|e| e.get("url").is_some_and(Value::is_object)),
             sampling: capabilities.get("sampling").is_some_and(Value::is_object),
+            roots: capabilities.get("roots").is_some_and(Value::is_object),
         }
     }
 
     pub fn any(self) -> bool {
-        self.elicitation || self.url || self.sampling
+        self.elicitation || self.url || self.sampling || self.roots
     }
 
-    fn takes(self, method: &str, params: &Value) -> bool {
-        match method {
+    fn takes(self, question: &Question) -> bool {
+        match question.method.as_str() {
             "elicitation/create" => {
-                if params.get("mode").and_then(Value::as_str) == Some("url") {
+                if question.params.get("mode").and_then(Value::as_str) == Some("url") {
                     self.url
                 } else {
                     self.elicitation
                 }
             }
             "sampling/createMessage" => self.sampling,
+            "roots/list" => self.roots,
             _ => false,
         }
     }
+}
+
+/// A stateless client's call stopped for its questions: the input requests to hand the
+/// client, and where its answers (by key) go.
+pub struct Pause {
+    pub requests: Map<String, Value>,
+    pub resume: oneshot::Sender<Map<String, Value>>,
 }
 
 /// Our questions waiting for a client's answer, by the id we gave them.
@@ -70,8 +84,8 @@ struct Waiting {
 }
 
 impl Questions {
-    /// An asker for one call of `who`, whose client takes `answers`: its questions go
-    /// out on `stream` (the call's event stream).
+    /// An asker for one call of `who`, a handshake-era client that takes `answers`: its
+    /// questions go out on `stream` (the call's own stream), one after another.
     pub fn asker(
         self: &Arc<Self>,
         who: &str,
@@ -80,39 +94,101 @@ impl Questions {
     ) -> Asker {
         let questions = self.clone();
         let owner: Arc<str> = who.into();
-        Asker::new(who, move |server, method, params| {
+        Asker::new(who, move |server, asked| {
             let (questions, owner, stream) = (questions.clone(), owner.clone(), stream.clone());
-            let (server, method) = (server.to_owned(), method.to_owned());
+            let server = server.to_owned();
             Box::pin(async move {
-                if !answers.takes(&method, &params) {
+                if !asked.iter().all(|q| answers.takes(q)) {
                     return None;
                 }
-                Some(
-                    questions
-                        .ask(&owner, &server, &method, params, &stream)
-                        .await,
-                )
+                let mut replies = Vec::with_capacity(asked.len());
+                for q in asked {
+                    let got = questions.ask(&owner, &server, &q, &stream).await;
+                    match reshaped(&q.method, got) {
+                        Ok(reply) => replies.push(reply),
+                        Err(e) => return Some(Err(Refusal::Failed(e))),
+                    }
+                }
+                Some(Ok(replies))
             })
         })
     }
 
+    /// An asker for one call of a stateless client that declared `answers`: its
+    /// questions pause the call (`pauses` hands them to the client's request) until
+    /// the answers come; a question the client did not declare it can answer fails the
+    /// request (-32021).
+    /// `given`: answers the client sent with the call itself, taken first (by key) for
+    /// questions asked under those keys.
+    pub fn pausing(
+        who: &str,
+        answers: Answers,
+        pauses: mpsc::Sender<Pause>,
+        given: Map<String, Value>,
+    ) -> Asker {
+        let given = Arc::new(Mutex::new(given));
+        Asker::new(who, move |server, asked| {
+            let (pauses, server, early) = (pauses.clone(), server.to_owned(), given.clone());
+            Box::pin(async move {
+                if let Some(q) = asked.iter().find(|q| !answers.takes(q)) {
+                    return Some(Err(Refusal::Undeclared(
+                        capability(&q.method).unwrap_or("that"),
+                    )));
+                }
+                let mut given: Map<String, Value> = {
+                    let mut early = lock(&early);
+                    asked
+                        .iter()
+                        .filter_map(|q| early.remove(&q.key).map(|a| (q.key.clone(), a)))
+                        .collect()
+                };
+                let requests: Map<String, Value> = asked
+                    .iter()
+                    .filter(|q| !given.contains_key(&q.key))
+                    .map(|q| {
+                        let params = shown_to_client(&server, &q.method, q.params.clone());
+                        (q.key.clone(), json!({"method": q.method, "params": params}))
+                    })
+                    .collect();
+                if !requests.is_empty() {
+                    let (resume, answered) = oneshot::channel();
+                    if pauses.send(Pause { requests, resume }).await.is_err() {
+                        return Some(Err(Refusal::Failed("the client went away".into())));
+                    }
+                    let Ok(Ok(later)) = tokio::time::timeout(ANSWER_TIMEOUT, answered).await else {
+                        tracing::info!(server, "a stateless client did not come back with answers");
+                        return Some(Err(Refusal::Failed(format!(
+                            "the client did not answer within {} s",
+                            ANSWER_TIMEOUT.as_secs()
+                        ))));
+                    };
+                    given.extend(later);
+                }
+                let mut replies = Vec::with_capacity(asked.len());
+                for q in &asked {
+                    let got = given.remove(&q.key).ok_or(());
+                    match reshaped(&q.method, got.map(Ok)) {
+                        Ok(reply) => replies.push(reply),
+                        Err(e) => return Some(Err(Refusal::Failed(e))),
+                    }
+                }
+                Some(Ok(replies))
+            })
+        })
+    }
+
+    /// Asks one question on `stream`: the client's outcome, or `Err(())` for none.
     async fn ask(
         &self,
         who: &Arc<str>,
         server: &str,
-        method: &str,
-        params: Value,
+        question: &Question,
         stream: &mpsc::Sender<Vec<u8>>,
-    ) -> Answer {
-        let params = match method {
-            "elicitation/create" => disclosed(server, &params),
-            _ => without_meta(params),
-        };
+    ) -> Result<Result<Value, RpcError>, ()> {
+        let params = shown_to_client(server, &question.method, question.params.clone());
         // Random, so an id says nothing of other questions and cannot be guessed.
         let mut bytes = [0u8; 8];
-        if getrandom::fill(&mut bytes).is_err() {
-            return Err("edgar could not make a request id".into());
-        }
+        getrandom::fill(&mut bytes).map_err(|_| ())?;
         // Below 2^53: a JavaScript client keeps the number exact.
         let id = u64::from_le_bytes(bytes) >> 11;
         let (tx, rx) = oneshot::channel();
@@ -124,37 +200,22 @@ impl Questions {
             },
         );
         let _unwait = Unwait(self, id);
-        if stream
-            .send(protocol::request(id, method, params))
-            .await
-            .is_err()
-        {
-            return Err("the client went away before it could be asked".into());
-        }
+        let request = protocol::request(id, &question.method, params);
+        stream.send(request).await.map_err(|_| ())?;
         let got = tokio::time::timeout(ANSWER_TIMEOUT, rx).await;
         tracing::info!(
             server,
-            "{method} forwarded to the client: {}",
+            "{} forwarded to the client: {}",
+            question.method,
             match &got {
                 Ok(Ok(Ok(_))) => "answered",
                 Ok(Ok(Err(_))) => "refused",
                 _ => "no answer",
             }
         );
-        match (method, got) {
-            ("elicitation/create", Ok(Ok(Ok(result)))) => Ok(accepted_shape(&result)),
-            // Asked, but no answer came (or a refusal): declined, not guessed.
-            ("elicitation/create", _) => Ok(json!({"action": "decline"})),
-            (_, Ok(Ok(Ok(result)))) => sampled_shape(&result)
-                .ok_or_else(|| "the client's completion is not a sampling result".to_owned()),
-            (_, Ok(Ok(Err(e)))) => Err(format!(
-                "the client refused: {}",
-                crate::text::shown_message(&e.message)
-            )),
-            (_, _) => Err(format!(
-                "the client did not answer within {} s",
-                ANSWER_TIMEOUT.as_secs()
-            )),
+        match got {
+            Ok(Ok(outcome)) => Ok(outcome),
+            _ => Err(()),
         }
     }
 
@@ -186,11 +247,36 @@ impl Drop for Unwait<'_> {
     }
 }
 
-fn without_meta(mut params: Value) -> Value {
+/// A question as the client is shown it: an elicitation's words prefixed with the
+/// server's name (`disclosed`); anything else without its `_meta`.
+fn shown_to_client(server: &str, method: &str, mut params: Value) -> Value {
+    if method == "elicitation/create" {
+        return disclosed(server, &params);
+    }
     if let Some(p) = params.as_object_mut() {
         p.remove("_meta");
     }
     params
+}
+
+/// What goes back to the server for the client's outcome (`Err(())`: none came): an
+/// elicitation's `action` and `content` (no answer or a refusal: declined, not
+/// guessed), a completion's `role`, `content`, `model` and `stopReason`, the roots'
+/// `uri` and `name`; else why there is no answer.
+fn reshaped(method: &str, got: Result<Result<Value, RpcError>, ()>) -> Result<Value, String> {
+    match (method, got) {
+        ("elicitation/create", Ok(Ok(result))) => Ok(accepted_shape(&result)),
+        ("elicitation/create", _) => Ok(json!({"action": "decline"})),
+        ("sampling/createMessage", Ok(Ok(result))) => sampled_shape(&result)
+            .ok_or_else(|| "the client's completion is not a sampling result".to_owned()),
+        ("roots/list", Ok(Ok(result))) => rooted_shape(&result)
+            .ok_or_else(|| "the client's roots are not a roots list".to_owned()),
+        (_, Ok(Err(e))) => Err(format!(
+            "the client refused: {}",
+            crate::text::shown_message(&e.message)
+        )),
+        (_, _) => Err("the client gave no answer".to_owned()),
+    }
 }
 
 /// The client's completion as a sampling result: `role`, `content`, `model` and
@@ -209,122 +295,26 @@ fn sampled_shape(result: &Value) -> Option<Value> {
     Some(shaped)
 }
 
+/// The client's roots: each root's `uri` (a string) and `name` (when a string) only.
+fn rooted_shape(result: &Value) -> Option<Value> {
+    let roots = result.get("roots")?.as_array()?;
+    let roots: Vec<Value> = roots
+        .iter()
+        .filter_map(|r| {
+            let uri = r.get("uri")?.as_str()?;
+            let mut root = json!({"uri": uri});
+            if let Some(name) = r.get("name").and_then(Value::as_str) {
+                root["name"] = json!(name);
+            }
+            Some(root)
+        })
+        .collect();
+    Some(json!({"roots": roots}))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn what_a_client_declared_is_what_it_is_asked() {
-        let a = Answers::declared(&json!({"elicitation": {}, "sampling": {}}));
-        assert_eq!(
-            a,
-            Answers {
-                elicitation: true,
-                url: false,
-                sampling: true
-            }
-        );
-        let a = Answers::declared(&json!({"elicitation": {"url": {}}}));
-        assert!(!a.elicitation && a.url && !a.sampling);
-        assert!(!Answers::declared(&json!({"elicitation": true})).any());
-        let form = Answers::declared(&json!({"elicitation": {"form": {}}}));
-        assert!(form.takes("elicitation/create", &json!({"message": "?"})));
-        assert!(!form.takes("elicitation/create", &json!({"mode": "url"})));
-        assert!(!form.takes("sampling/createMessage", &json!({})));
-        assert!(!form.takes("roots/list", &json!({})));
-    }
-
-    async fn asked(stream: &mut mpsc::Receiver<Vec<u8>>) -> Value {
-        let request = stream.recv().await.unwrap_or_default();
-        serde_json::from_slice(&request).unwrap_or_default()
-    }
-
-    #[tokio::test]
-    async fn only_the_caller_asked_can_answer_and_the_answer_is_reshaped() {
-        let questions = Arc::new(Questions::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let all = Answers {
-            elicitation: true,
-            url: true,
-            sampling: true,
-        };
-        let asker = questions.asker("ada", all, tx);
-        let call = asker.ask(
-            "gh",
-            "sampling/createMessage",
-            json!({"messages": [], "_meta": {"x": 1}}),
-        );
-        let call = tokio::spawn(call);
-        let request = asked(&mut rx).await;
-        assert_eq!(request["method"], "sampling/createMessage");
-        assert!(request["params"].get("_meta").is_none());
-        let id = request["id"].as_u64().unwrap_or_default();
-        assert!(id < 1 << 53);
-        let completion = json!({"role": "assistant", "content": {"type": "text", "text": "hi"},
-                                "model": "m", "stopReason": "endTurn", "extra": "dropped"});
-        assert!(
-            !questions.answered("bob", id, Ok(completion.clone())),
-            "not bob's question"
-        );
-        assert!(!questions.answered("ada", id + 1, Ok(completion.clone())));
-        assert!(questions.answered("ada", id, Ok(completion)));
-        let got = call.await.ok().flatten();
-        assert_eq!(
-            got,
-            Some(Ok(
-                json!({"role": "assistant", "content": {"type": "text", "text": "hi"},
-                           "model": "m", "stopReason": "endTurn"})
-            ))
-        );
-        assert_eq!(questions.len(), 0);
-        assert!(
-            !questions.answered("ada", id, Ok(json!({}))),
-            "answered once"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_refusal_declines_an_elicitation_and_fails_a_sampling() {
-        let questions = Arc::new(Questions::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let all = Answers {
-            elicitation: true,
-            url: false,
-            sampling: true,
-        };
-        let asker = questions.asker("", all, tx);
-        let refuse = |_| RpcError {
-            code: -1,
-            message: "no\u{1b}[2J".into(),
-            supported: Vec::new(),
-        };
-        let call = tokio::spawn(asker.ask("gh", "elicitation/create", json!({"message": "?"})));
-        let request = asked(&mut rx).await;
-        assert_eq!(request["params"]["message"], "[gh] ?");
-        let id = request["id"].as_u64().unwrap_or_default();
-        assert!(questions.answered("", id, Err(refuse(id))));
-        assert_eq!(
-            call.await.ok().flatten(),
-            Some(Ok(json!({"action": "decline"})))
-        );
-        let call = tokio::spawn(asker.ask("gh", "sampling/createMessage", json!({})));
-        let id = asked(&mut rx).await["id"].as_u64().unwrap_or_default();
-        assert!(questions.answered("", id, Err(refuse(id))));
-        match call.await.ok().flatten() {
-            Some(Err(e)) => assert!(e.contains("refused") && !e.contains('\u{1b}'), "{e}"),
-            other => panic!("{other:?}"),
-        }
-        let url = asker
-            .ask("gh", "elicitation/create", json!({"mode": "url"}))
-            .await;
-        assert_eq!(url, None, "url mode was not declared: the handler decides");
-        drop(rx);
-        let gone = asker.ask("gh", "sampling/createMessage", json!({})).await;
-        assert!(matches!(gone, Some(Err(_))), "{gone:?}");
-        assert_eq!(questions.len(), 0);
-    }
-}
+mod tests;

@@ -92,14 +92,13 @@ impl Gateway {
             }
             _ => self.run_call(tool.name(), args, progress).await,
         };
-        let outcome = if result["isError"] == true {
-            Outcome::ToolError
-        } else {
-            Outcome::Ok
+        let outcome = match &result {
+            Ok(r) if r["isError"] != true => Outcome::Ok,
+            _ => Outcome::ToolError,
         };
         team.metrics
             .call(server, tool_name, outcome, started.elapsed());
-        Ok(result)
+        result
     }
 
     /// The tool `name` means for `caller`: one their searches found (here, or on

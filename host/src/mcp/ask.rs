@@ -1,8 +1,8 @@
 //! Asking the person behind a call: while a `tools/call` made within [`ASKER`]'s scope
 //! runs, what its server asks of the client (`elicitation/create`,
-//! `sampling/createMessage`) goes to that caller first, not to the session's handler.
-//! `edgar mcp serve --http` sets it around each call of a client that declared it can
-//! answer, so the question travels on the event stream of the request that caused it.
+//! `sampling/createMessage`, `roots/list`) goes to that caller first, not to the
+//! session's handler. `edgar mcp serve` sets it around each call of a client that can
+//! answer, so the question reaches the client whose call caused it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,13 +10,31 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-/// What a caller said to one question: its result object, or its refusal (sent back to
-/// the server as a JSON-RPC error).
-pub type Answer = Result<Value, String>;
+/// One thing a server asks: its method and params, under the key the server gave it
+/// (a stateless server's input request key; any name for a request of its own).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    pub key: String,
+    pub method: String,
+    pub params: Value,
+}
 
-/// Asks the caller of a call `(server, method, params)`; `None` when this caller cannot
-/// be asked that (it did not declare the capability), so the session's handler decides.
-type Ask = dyn Fn(&str, &str, Value) -> BoxFuture<'static, Option<Answer>> + Send + Sync;
+/// Why a caller gave no answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    /// It refused, or could not be reached (sent back to the server as an error).
+    Failed(String),
+    /// It did not declare the capability this question needs (`elicitation`,
+    /// `sampling`, `roots`): its request fails with -32021.
+    Undeclared(&'static str),
+}
+
+/// A caller's answers, one result object per question in order, or its refusal.
+pub type Replies = Result<Vec<Value>, Refusal>;
+
+/// Asks the caller of a call `(server, questions)`; `None` when this caller cannot be
+/// asked, so the session's handler decides.
+type Ask = dyn Fn(&str, Vec<Question>) -> BoxFuture<'static, Option<Replies>> + Send + Sync;
 
 /// One caller that can be asked, and who it is (a team user's `sub`, empty for the one
 /// local user): a question is never routed to a caller other than the one whose call
@@ -32,10 +50,20 @@ tokio::task_local! {
     pub static ASKER: Asker;
 }
 
+/// The capability a client declares to be asked `method`, if it is one a server asks.
+pub fn capability(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
 impl Asker {
     pub fn new(
         who: &str,
-        ask: impl Fn(&str, &str, Value) -> BoxFuture<'static, Option<Answer>> + Send + Sync + 'static,
+        ask: impl Fn(&str, Vec<Question>) -> BoxFuture<'static, Option<Replies>> + Send + Sync + 'static,
     ) -> Asker {
         Asker {
             who: who.into(),
@@ -43,14 +71,13 @@ impl Asker {
         }
     }
 
-    /// Asks `method` of the caller for `server`.
+    /// Asks the caller `questions` for `server`, all at once.
     pub fn ask(
         &self,
         server: &str,
-        method: &str,
-        params: Value,
-    ) -> BoxFuture<'static, Option<Answer>> {
-        (self.ask)(server, method, params)
+        questions: Vec<Question>,
+    ) -> BoxFuture<'static, Option<Replies>> {
+        (self.ask)(server, questions)
     }
 
     /// The caller to ask among the calls to one server running now, by request id. A
@@ -72,9 +99,9 @@ mod tests {
 
     fn asker(who: &str) -> Asker {
         let me = who.to_owned();
-        Asker::new(who, move |_, _, _| {
+        Asker::new(who, move |_, _| {
             let me = me.clone();
-            Box::pin(async move { Some(Ok(Value::String(me))) })
+            Box::pin(async move { Some(Ok(vec![Value::String(me)])) })
         })
     }
 
@@ -84,13 +111,20 @@ mod tests {
         assert!(Asker::pick(&running).is_none());
         running.insert(3, asker("ada"));
         running.insert(7, asker("ada"));
-        let picked = Asker::pick(&running).map(|a| a.ask("s", "m", Value::Null));
+        let picked = Asker::pick(&running).map(|a| a.ask("s", Vec::new()));
         let got = match picked {
             Some(f) => f.await,
             None => None,
         };
-        assert_eq!(got, Some(Ok(Value::String("ada".into()))));
+        assert_eq!(got, Some(Ok(vec![Value::String("ada".into())])));
         running.insert(5, asker("bob"));
         assert!(Asker::pick(&running).is_none(), "two callers: ambiguous");
+    }
+
+    #[test]
+    fn each_kind_of_question_names_its_capability() {
+        assert_eq!(capability("sampling/createMessage"), Some("sampling"));
+        assert_eq!(capability("roots/list"), Some("roots"));
+        assert_eq!(capability("tools/list"), None);
     }
 }

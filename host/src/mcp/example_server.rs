@@ -20,6 +20,7 @@ use super::protocol::{self, Incoming, METHOD_NOT_FOUND, MODERN, PROTOCOL};
 
 mod asking;
 mod content;
+mod input;
 
 /// How long its (fixed) tool list stays fresh for a stateless client: an hour, so an
 /// upgraded edgar's tools are seen within one.
@@ -181,7 +182,7 @@ fn handle(root: &Path, method: &str, params: &Value, conformance: bool) -> Reply
     }
     let mut result = handle_era(root, method, params, true, conformance)?;
     if let Some(r) = result.as_object_mut() {
-        r.insert("resultType".into(), json!("complete"));
+        r.entry("resultType").or_insert(json!("complete"));
     }
     Ok(result)
 }
@@ -207,6 +208,9 @@ fn handle_era(
         {
             l.extend(extra.iter().cloned());
             l.extend(asking::tools().as_array().into_iter().flatten().cloned());
+            if stateless {
+                l.extend(input::tools().as_array().into_iter().flatten().cloned());
+            }
         }
         list
     };
@@ -249,6 +253,12 @@ fn handle_era(
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
             if conformance && let Some(result) = content::call_test_tool(name) {
                 return Ok(result);
+            }
+            if conformance
+                && stateless
+                && let Some(result) = input::call(name, params)
+            {
+                return result;
             }
             Ok(match call(root, name, &args) {
                 Ok(text) => json!({"content": [{"type": "text", "text": text}], "isError": false}),

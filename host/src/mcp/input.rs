@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::McpError;
-use super::ask::ASKER;
+use super::ask::{ASKER, Question, Refusal};
 use super::connection::ClientHandler;
 use super::protocol::MAX_CONTROL_BYTES;
 use crate::text::shown;
@@ -165,38 +165,49 @@ pub(crate) async fn answer(
     requests: Vec<(String, String, Value)>,
 ) -> Result<Value, McpError> {
     let mut responses = Map::new();
-    let asker = ASKER.try_with(Clone::clone).ok();
-    for (key, method, params) in requests {
-        let asked = match &asker {
-            Some(a) => a.ask(server, &method, params.clone()).await,
-            None => None,
-        };
-        let got = match asked {
-            Some(Ok(result)) => Some(result),
-            Some(Err(refusal)) => {
+    if let Ok(asker) = ASKER.try_with(Clone::clone) {
+        let questions = requests
+            .iter()
+            .map(|(key, method, params)| Question {
+                key: key.clone(),
+                method: method.clone(),
+                params: params.clone(),
+            })
+            .collect();
+        match asker.ask(server, questions).await {
+            Some(Ok(answers)) if answers.len() == requests.len() => {
+                for ((key, _, _), answer) in requests.into_iter().zip(answers) {
+                    responses.insert(key, answer);
+                }
+                return Ok(Value::Object(responses));
+            }
+            Some(Err(Refusal::Undeclared(capability))) => {
+                return Err(McpError::MissingCapability {
+                    server: server.to_owned(),
+                    capability,
+                });
+            }
+            Some(Err(Refusal::Failed(refusal))) => {
                 return Err(McpError::Exchange {
                     server: server.to_owned(),
                     method: "tools/call".into(),
-                    reason: format!(
-                        "it asked for {}, which the client refused: {}",
-                        shown(&method),
-                        shown(&refusal)
-                    ),
+                    reason: format!("it asked the client, which refused: {}", shown(&refusal)),
                 });
             }
-            None => {
-                let h = handler.clone();
-                let (s, m) = (server.to_owned(), method.clone());
-                tokio::task::spawn_blocking(move || match m.as_str() {
-                    "elicitation/create" if h.supports_elicitation() => h.elicit(&s, &params),
-                    "sampling/createMessage" => h.sample(&s, &params),
-                    _ => None,
-                })
-                .await
-                .ok()
-                .flatten()
-            }
-        };
+            Some(Ok(_)) | None => {}
+        }
+    }
+    for (key, method, params) in requests {
+        let h = handler.clone();
+        let (s, m) = (server.to_owned(), method.clone());
+        let got = tokio::task::spawn_blocking(move || match m.as_str() {
+            "elicitation/create" if h.supports_elicitation() => h.elicit(&s, &params),
+            "sampling/createMessage" => h.sample(&s, &params),
+            _ => None,
+        })
+        .await
+        .ok()
+        .flatten();
         match got {
             Some(result) => {
                 responses.insert(key, result);

@@ -317,6 +317,11 @@ pub fn unsupported_version(id: &Value, requested: &str, supported: &[&str]) -> V
         "data": {"supported": supported, "requested": requested}}}))
 }
 
+/// A whole message, encoded (for one whose shape no helper here builds).
+pub fn encode_message(v: &Value) -> Vec<u8> {
+    encode(v)
+}
+
 fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }

@@ -34,6 +34,7 @@ impl Sessions {
             (answers.elicitation, b'e'),
             (answers.url, b'u'),
             (answers.sampling, b's'),
+            (answers.roots, b'r'),
         ] {
             if declared {
                 plain.push(letter);
@@ -58,6 +59,7 @@ impl Sessions {
             elicitation: letters.contains(&b'e'),
             url: letters.contains(&b'u'),
             sampling: letters.contains(&b's'),
+            roots: letters.contains(&b'r'),
         })
     }
 }
@@ -73,6 +75,7 @@ mod tests {
             elicitation: true,
             url: false,
             sampling: true,
+            roots: true,
         };
         let id = sessions.issue("ada", all).unwrap_or_default();
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");

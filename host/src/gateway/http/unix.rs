@@ -66,6 +66,7 @@ async fn accept_loop(
         path: PATH.to_owned(),
         sessions: Sessions::new(Sealer::random()?),
         stop: stop.clone(),
+        parked: Arc::default(),
     });
     let mut connections = JoinSet::new();
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));

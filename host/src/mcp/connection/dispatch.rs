@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::mcp::ask::Asker;
+use crate::mcp::ask::{Asker, Question, Refusal};
 use crate::mcp::protocol::{self, Incoming, METHOD_NOT_FOUND};
 use crate::text::{shown, shown_message};
 
@@ -203,13 +203,22 @@ pub(super) async fn answer(
             let (server, method, outgoing) =
                 (server.to_owned(), method.to_owned(), outgoing.clone());
             tokio::spawn(async move {
+                let question = Question {
+                    key: "input".into(),
+                    method: method.clone(),
+                    params: params.clone(),
+                };
                 let asked = match asker {
-                    Some(a) => a.ask(&server, &method, params.clone()).await,
+                    Some(a) => a.ask(&server, vec![question]).await,
                     None => None,
                 };
                 let answer = match asked {
-                    Some(answer) => Some(answer),
-                    None => {
+                    Some(Ok(mut answers)) if !answers.is_empty() => Some(Ok(answers.remove(0))),
+                    Some(Err(Refusal::Failed(refusal))) => Some(Err(refusal)),
+                    Some(Err(Refusal::Undeclared(what))) => {
+                        Some(Err(format!("the client did not declare {what}")))
+                    }
+                    Some(Ok(_)) | None => {
                         let (m, s) = (method.clone(), server.clone());
                         tokio::task::spawn_blocking(move || match m.as_str() {
                             "elicitation/create" if handler.supports_elicitation() => {
