@@ -679,6 +679,30 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         &body,
     );
     assert_eq!(traced.status, 200, "{}", traced.body);
+    // So does a stateless (2026-07-28) call, which runs as a task of its own.
+    let body = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                      "params": {"name": "up__echo", "arguments": {"text": "ada"},
+                                 "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                           "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let traced = Client { port: ports[1] }.request(
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "up__echo"),
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01",
+            ),
+        ],
+        &body,
+    );
+    assert_eq!(traced.status, 200, "{}", traced.body);
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));
     }
@@ -702,10 +726,16 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         .collect();
     assert_eq!(events, ["call_begin", "call"], "{with_trace:?}");
     assert!(with_trace.iter().all(|l| l["user"] == "ada"));
+    let stateless: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4737")
+        .filter_map(|l| l["event"].as_str())
+        .collect();
+    assert_eq!(stateless, ["call_begin", "call"], "{lines:?}");
     assert_eq!(
         lines.iter().filter(|l| l.get("trace_id").is_some()).count(),
-        2,
-        "only that request's lines carry a trace id"
+        4,
+        "only those requests' lines carry a trace id"
     );
 }
 

@@ -26,6 +26,7 @@ use crate::gateway::elicit::ANSWER_TIMEOUT;
 use crate::gateway::questions::{Answers, Pause, Questions};
 use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, INVALID_PARAMS};
+use crate::trust::audit::TRACE;
 
 /// Paused calls, by the token handed out.
 #[derive(Default)]
@@ -117,9 +118,16 @@ impl Front {
         let gateway = self.gateway.clone();
         let asker = Questions::pausing(caller.key(), answers, pauses_tx, given);
         let (who, request) = (caller.clone(), id.clone());
+        // The task outlives this request, so what it was scoped with goes along.
+        let trace = TRACE.try_with(Clone::clone).ok();
         let task = tokio::spawn(async move {
             let answer = gateway.answer(&who, &request, "tools/call", params, &notes_tx);
-            let _ = done_tx.send(ASKER.scope(asker, answer).await);
+            let answer = ASKER.scope(asker, answer);
+            let reply = match trace {
+                Some(t) => TRACE.scope(t, answer).await,
+                None => answer.await,
+            };
+            let _ = done_tx.send(reply);
         });
         let running = Running {
             notes,
