@@ -111,6 +111,8 @@ struct Client {
     writer: TcpStream,
     port: u16,
     token: String,
+    /// Speaks the stateless era (2026-07-28): `_meta` and routing headers each request.
+    modern: bool,
 }
 
 impl Client {
@@ -123,15 +125,25 @@ impl Client {
             writer,
             port,
             token: token.to_owned(),
+            modern: false,
         }
     }
 
-    fn rpc(&mut self, method: &str, params: Value) -> Value {
+    fn rpc(&mut self, method: &str, mut params: Value) -> Value {
+        let mut routing = String::new();
+        if self.modern {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                     "io.modelcontextprotocol/clientCapabilities": {}});
+            routing = format!("mcp-protocol-version: 2026-07-28\r\nmcp-method: {method}\r\n");
+            if let Some(name) = params["name"].as_str() {
+                routing.push_str(&format!("mcp-name: {name}\r\n"));
+            }
+        }
         let body =
             json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         write!(
             self.writer,
-            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n{routing}content-length: {}\r\n\r\n{body}",
             self.port,
             self.token,
             body.len()
@@ -376,6 +388,11 @@ fn main() {
     let port = free_port();
     let gw = start(home.path(), port, &[], &[("EDGAR_SERVE_TOKEN", SECRET)]);
     let (secret_median, secret_p90) = measure(&mut Client::connect(port, SECRET));
+    // The same calls in the stateless era: each runs as a task that could pause for
+    // the client's input.
+    let mut modern = Client::connect(port, SECRET);
+    modern.modern = true;
+    let (modern_median, modern_p90) = measure(&mut modern);
     drop(gw);
 
     // The team mode: a JWT per request, Cedar, limits, metrics, the user's audit line.
@@ -433,6 +450,11 @@ fn main() {
         "| one-person mode (bearer secret) | {} | {} |",
         us(secret_median),
         us(secret_p90)
+    );
+    println!(
+        "| one-person mode, stateless era (2026-07-28 `_meta` and headers checked, the call a task) | {} | {} |",
+        us(modern_median),
+        us(modern_p90)
     );
     println!(
         "| team mode (JWT + Cedar + limits + metrics + user's audit line) | {} ({ratio:.2}x) | {} |",
