@@ -316,9 +316,7 @@ impl Gateway {
                 id: Some(id),
                 outcome,
             } => {
-                let outcome =
-                    outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
-                self.questions.answered("", id, outcome);
+                self.questions.answered_raw("", id, outcome);
             }
             Incoming::Response { id: None, .. } => {}
         }

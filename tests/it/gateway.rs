@@ -182,14 +182,7 @@ impl HttpGateway {
     /// A POST in session `session` (none: a stateless client): (status, head, body).
     fn post_in(&self, session: Option<&str>, message: Value) -> (u16, String, String) {
         let auth = format!("Bearer {TOKEN}");
-        let mut headers = vec![
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-        ];
-        if let Some(id) = session {
-            headers.push(("mcp-session-id", id));
-        }
+        let headers = mcp_headers(&auth, session);
         self.exchange("POST", &headers, &message.to_string())
     }
 
@@ -213,6 +206,23 @@ impl HttpGateway {
             .status();
         exit_code(&mut self.child, "stop on SIGTERM")
     }
+}
+
+/// The headers of an MCP POST with `authorization`, in session `session` (none: a
+/// stateless client).
+pub(crate) fn mcp_headers<'a>(
+    authorization: &'a str,
+    session: Option<&'a str>,
+) -> Vec<(&'static str, &'a str)> {
+    let mut headers = vec![
+        ("authorization", authorization),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    if let Some(id) = session {
+        headers.push(("mcp-session-id", id));
+    }
+    headers
 }
 
 /// The gateway's exit code once it has ended (at most 10 s; killed and failed after).

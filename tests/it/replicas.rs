@@ -489,14 +489,7 @@ fn a_session_begun_on_one_replica_is_resumed_by_another_for_its_user_only() {
     let r1 = Replica::start(s.home.path(), &s.config, p1, 1);
     let post = |port: u16, user: &str, session: Option<&str>, body: Value| {
         let auth = format!("Bearer {}", s.token(user));
-        let mut headers = vec![
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-        ];
-        if let Some(id) = session {
-            headers.push(("mcp-session-id", id));
-        }
+        let headers = crate::gateway::mcp_headers(&auth, session);
         Client { port }.request("POST", "/mcp", &headers, &body.to_string())
     };
     let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

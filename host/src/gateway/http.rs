@@ -400,8 +400,8 @@ impl Front {
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
-        // A session id must be one of ours for this caller; none at all is a stateless
-        // client, which is never asked anything.
+        // A session id must be one of ours for this caller. Without one a client declared
+        // nothing in a session (a stateless client declares in each request's `_meta`).
         let answers = match headers.get(SESSION_ID) {
             None => Answers::default(),
             Some(id) => match id
@@ -507,9 +507,11 @@ impl Front {
                 id: Some(id),
                 outcome,
             } => {
-                let outcome =
-                    outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
-                if !self.gateway.questions.answered(caller.key(), id, outcome) {
+                if !self
+                    .gateway
+                    .questions
+                    .answered_raw(caller.key(), id, outcome)
+                {
                     tracing::debug!("an answer to no question of this client's: id {id}");
                 }
                 let mut r = Response::new(Full::default().boxed());

@@ -219,6 +219,17 @@ impl Questions {
         }
     }
 
+    /// [`Questions::answered`] for a response as it came off the wire.
+    pub fn answered_raw(
+        &self,
+        who: &str,
+        id: u64,
+        outcome: Result<Box<serde_json::value::RawValue>, RpcError>,
+    ) -> bool {
+        let outcome = outcome.map(|raw| serde_json::from_str(raw.get()).unwrap_or_default());
+        self.answered(who, id, outcome)
+    }
+
     /// Routes a client's answer to our question `id`; false if there is no such
     /// question or it was asked of another caller (who learns nothing from it).
     pub fn answered(&self, who: &str, id: u64, outcome: Result<Value, RpcError>) -> bool {

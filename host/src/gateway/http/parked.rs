@@ -9,6 +9,8 @@
 //! that names nothing here (altered, used, expired, another replica's) is refused.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -34,18 +36,55 @@ pub struct Parked {
     calls: Mutex<HashMap<String, Paused>>,
 }
 
-/// A call running for a stateless client: what it says, and its task (aborted when this
-/// is dropped: nobody will hear its end).
+/// A call running for a stateless client: what it says, and the call itself (ended
+/// when this is dropped: nobody will hear its end).
 pub struct Running {
     notes: mpsc::Receiver<Vec<u8>>,
     pauses: mpsc::Receiver<Pause>,
-    done: oneshot::Receiver<Vec<u8>>,
-    task: AbortHandle,
+    call: Call,
+}
+
+/// The call's future: polled by the request waiting for it, until it pauses and must
+/// outlive that request; then a task of its own.
+enum Call {
+    Inline(Pin<Box<dyn Future<Output = Vec<u8>> + Send>>),
+    Task {
+        done: oneshot::Receiver<Vec<u8>>,
+        task: AbortHandle,
+    },
+}
+
+impl Call {
+    /// The call's reply (empty if its task died).
+    async fn reply(&mut self) -> Vec<u8> {
+        match self {
+            Call::Inline(call) => call.as_mut().await,
+            Call::Task { done, .. } => done.await.unwrap_or_default(),
+        }
+    }
+
+    /// The call as a task, so it goes on without the request that began it.
+    fn detach(&mut self) {
+        let Call::Inline(call) = self else {
+            return;
+        };
+        let call = std::mem::replace(call, Box::pin(async { Vec::new() }));
+        let (tx, done) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let _ = tx.send(call.await);
+        });
+        *self = Call::Task {
+            done,
+            task: task.abort_handle(),
+        };
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Call::Task { task, .. } = &self.call {
+            task.abort();
+        }
     }
 }
 
@@ -114,26 +153,24 @@ impl Front {
         let tool = params["name"].as_str().unwrap_or("").to_owned();
         let (notes_tx, notes) = mpsc::channel::<Vec<u8>>(16);
         let (pauses_tx, pauses) = mpsc::channel::<Pause>(1);
-        let (done_tx, done) = oneshot::channel();
         let gateway = self.gateway.clone();
         let asker = Questions::pausing(caller.key(), answers, pauses_tx, given);
         let (who, request) = (caller.clone(), id.clone());
-        // The task outlives this request, so what it was scoped with goes along.
+        // The call may outlive this request (paused), so what it was scoped with goes
+        // along with it.
         let trace = TRACE.try_with(Clone::clone).ok();
-        let task = tokio::spawn(async move {
+        let call = async move {
             let answer = gateway.answer(&who, &request, "tools/call", params, &notes_tx);
             let answer = ASKER.scope(asker, answer);
-            let reply = match trace {
+            match trace {
                 Some(t) => TRACE.scope(t, answer).await,
                 None => answer.await,
-            };
-            let _ = done_tx.send(reply);
-        });
+            }
+        };
         let running = Running {
             notes,
             pauses,
-            done,
-            task: task.abort_handle(),
+            call: Call::Inline(Box::pin(call)),
         };
         self.drive(&caller, &tool, id, running, false).await
     }
@@ -195,7 +232,7 @@ impl Front {
         let first = tokio::select! {
             biased;
             Some(note) = running.notes.recv() => Err(note),
-            next = next(&mut running.done, &mut running.pauses) => Ok(next),
+            next = next(&mut running.call, &mut running.pauses) => Ok(next),
         };
         let first = match first {
             Ok(next) => next,
@@ -244,7 +281,7 @@ impl Front {
                             return;
                         }
                     }
-                    next = next(&mut running.done, &mut running.pauses) => break next,
+                    next = next(&mut running.call, &mut running.pauses) => break next,
                 }
             };
             let reply = settle(&parked, &who, &tool, &id, running, last, resumed);
@@ -277,6 +314,8 @@ fn settle(
         Next::Reply(reply) if resumed => with_id(&reply, id),
         Next::Reply(reply) => reply,
         Next::Ask(Pause { requests, resume }) => {
+            let mut running = running;
+            running.call.detach();
             let paused = Paused {
                 who: who.into(),
                 tool: tool.to_owned(),
@@ -295,9 +334,9 @@ fn settle(
 }
 
 /// What the call does next: its reply, or questions.
-async fn next(done: &mut oneshot::Receiver<Vec<u8>>, pauses: &mut mpsc::Receiver<Pause>) -> Next {
+async fn next(call: &mut Call, pauses: &mut mpsc::Receiver<Pause>) -> Next {
     tokio::select! {
-        reply = done => Next::Reply(reply.unwrap_or_default()),
+        reply = call.reply() => Next::Reply(reply),
         Some(pause) = pauses.recv() => Next::Ask(pause),
     }
 }
@@ -345,14 +384,13 @@ mod tests {
     fn paused(who: &str, tool: &str) -> (Paused, oneshot::Receiver<Map<String, Value>>) {
         let (_notes_tx, notes) = mpsc::channel(1);
         let (_pauses_tx, pauses) = mpsc::channel(1);
-        let (_done_tx, done) = oneshot::channel();
         let (resume, resumed) = oneshot::channel();
-        let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        let mut call = Call::Inline(Box::pin(std::future::pending()));
+        call.detach();
         let running = Running {
             notes,
             pauses,
-            done,
-            task,
+            call,
         };
         let p = Paused {
             who: who.into(),
@@ -394,7 +432,10 @@ mod tests {
     async fn a_call_nobody_waits_for_is_ended_when_the_next_one_parks() {
         let parked = Parked::default();
         let (p, resumed) = paused("ada", "t");
-        let task = p.running.task.clone();
+        let Call::Task { task, .. } = &p.running.call else {
+            panic!("detached")
+        };
+        let task = task.clone();
         let token = parked.park(p).unwrap_or_default();
         drop(resumed);
         let (q, _keep) = paused("ada", "t");
