@@ -388,7 +388,7 @@ fn main() {
     let port = free_port();
     let gw = start(home.path(), port, &[], &[("EDGAR_SERVE_TOKEN", SECRET)]);
     let (secret_median, secret_p90) = measure(&mut Client::connect(port, SECRET));
-    // The same calls in the stateless era: each runs as a task that could pause for
+    // The same calls in the stateless era: each can pause for
     // the client's input.
     let mut modern = Client::connect(port, SECRET);
     modern.modern = true;
@@ -452,7 +452,7 @@ fn main() {
         us(secret_p90)
     );
     println!(
-        "| one-person mode, stateless era (2026-07-28 `_meta` and headers checked, the call a task) | {} | {} |",
+        "| one-person mode, stateless era (2026-07-28: `_meta` and headers checked, the call able to pause) | {} | {} |",
         us(modern_median),
         us(modern_p90)
     );
