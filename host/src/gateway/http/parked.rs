@@ -131,8 +131,8 @@ impl Parked {
 }
 
 impl Front {
-    /// A stateless client's `tools/call`: run as a task that may pause for the client's
-    /// input (`answers`: what it declared it can give).
+    /// A stateless client's `tools/call`, which may pause for the client's input
+    /// (`answers`: what it declared it can give): polled here, a task once it pauses.
     pub(super) async fn call_stateless(
         &self,
         caller: Caller,

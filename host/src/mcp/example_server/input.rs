@@ -172,9 +172,10 @@ mod tests {
 
     #[test]
     fn a_first_call_asks_and_one_with_the_answers_completes() {
+        let declared = json!({"_meta": {(super::super::protocol::META_CLIENT_CAPABILITIES): {"sampling": {}}}});
         for tool in tools().as_array().into_iter().flatten() {
             let name = tool["name"].as_str().unwrap_or("");
-            let first = call(name, &json!({})).and_then(Result::ok);
+            let first = call(name, &declared).and_then(Result::ok);
             assert_eq!(
                 first.as_ref().map(|r| r["resultType"].clone()),
                 Some(json!("input_required")),
@@ -195,6 +196,8 @@ mod tests {
             &json!({"inputResponses": {"confirm": {}}, "requestState": "x"}),
         );
         assert!(matches!(tampered, Some(Err((-32602, _)))));
+        let undeclared = call("test_missing_capability", &json!({}));
+        assert!(matches!(undeclared, Some(Err((-32021, _)))));
         assert!(call("test_image_content", &json!({})).is_none());
     }
 }
