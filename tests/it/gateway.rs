@@ -293,7 +293,7 @@ fn a_session_id_is_one_the_gateway_sealed_or_it_is_refused() {
 #[test]
 fn an_http_listen_stream_hears_its_tool_list_grow_and_ends_at_shutdown() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let t = tag("listen");
+    let t = tag("http-listen");
     python_server_config(home.path(), &t);
     let gw = HttpGateway::start(home.path(), &[]);
     let listen = |id: u64, wants: bool| {
