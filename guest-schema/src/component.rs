@@ -1,15 +1,16 @@
-//! The `wasm32-wasip2` component: exports `edgar:schema/adapter` and `edgar:schema/scan`
-//! by converting the native results of this crate into the WIT types.
+//! The `wasm32-wasip2` component: exports `edgar:schema/adapter`, `edgar:schema/scan` and
+//! `edgar:schema/context` by converting the native results of this crate into the WIT types.
 
 use exports::edgar::schema::adapter as wit;
 
 wit_bindgen::generate!({
     path: "../wit",
-    world: "scanning-adapter",
+    world: "guarding-adapter",
 });
 
 crate::wit_conversions!(exports::edgar::schema::adapter);
 crate::scan_conversions!(exports::edgar::schema::scan);
+crate::context_conversions!(exports::edgar::schema::context);
 
 /// Every call allocates many small JSON values and keeps nothing: a per-call arena.
 #[global_allocator]
@@ -56,5 +57,28 @@ impl exports::edgar::schema::scan::Guest for Adapter {
 
     fn scan_text(text: String) -> Vec<scan_types::Finding> {
         crate::scan_text(&text).into_iter().map(finding).collect()
+    }
+}
+
+impl exports::edgar::schema::context::Guest for Adapter {
+    fn to_prompt(
+        server: String,
+        prompt_json: String,
+    ) -> Result<context_types::AcceptedPrompt, String> {
+        crate::to_prompt(&server, &prompt_json).map(prompt)
+    }
+
+    fn to_resource(
+        server: String,
+        resource_json: String,
+    ) -> Result<context_types::AcceptedResource, String> {
+        crate::to_resource(&server, &resource_json).map(resource)
+    }
+
+    fn to_resource_template(
+        server: String,
+        template_json: String,
+    ) -> Result<context_types::AcceptedResource, String> {
+        crate::to_resource_template(&server, &template_json).map(resource)
     }
 }

@@ -143,3 +143,41 @@ macro_rules! scan_conversions {
         }
     };
 }
+
+/// Defines `prompt` and `resource` in the calling module, converting this crate's
+/// accepted prompts and resources to the WIT types of the `context` interface module
+/// named by `$context` (usually `exports::edgar::schema::context`).
+#[macro_export]
+macro_rules! context_conversions {
+    ($context:path) => {
+        use $context as context_types;
+
+        fn prompt(p: $crate::AcceptedPrompt) -> context_types::AcceptedPrompt {
+            context_types::AcceptedPrompt {
+                name: p.name,
+                title: p.title,
+                description: p.description,
+                arguments: p
+                    .arguments
+                    .into_iter()
+                    .map(|a| context_types::PromptArgument {
+                        name: a.name,
+                        description: a.description,
+                        required: a.required,
+                    })
+                    .collect(),
+            }
+        }
+
+        fn resource(r: $crate::AcceptedResource) -> context_types::AcceptedResource {
+            context_types::AcceptedResource {
+                uri: r.uri,
+                name: r.name,
+                title: r.title,
+                description: r.description,
+                mime_type: r.mime_type,
+                size: r.size,
+            }
+        }
+    };
+}

@@ -1,5 +1,5 @@
 //! The reference schema adapter: the border guard's policy for tool names, tool
-//! schemas and tool results.
+//! schemas and tool results, and for the prompts and resources a server lists.
 //!
 //! Everything here is plain Rust over `serde_json`, so the same code runs inside the
 //! `wasm32-wasip2` component (see `component.rs`) and natively, where it is unit-tested
@@ -9,6 +9,7 @@
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)]
 mod arena;
+mod context;
 mod convert;
 pub mod limits;
 mod lower;
@@ -21,6 +22,9 @@ mod types;
 
 #[cfg(target_arch = "wasm32")]
 pub use arena::Arena;
+pub use context::{
+    AcceptedPrompt, AcceptedResource, PromptArgument, to_prompt, to_resource, to_resource_template,
+};
 pub use lower::{LoweredSchema, MAX_LOSSES, Provider, lower_schema};
 pub use name::{BUILTIN_TOOLS, tool_name};
 pub use result::to_result;

@@ -48,3 +48,15 @@ pub const AUDIO_TYPES: &[&str] = &[
     "audio/aac",
     "audio/mp4",
 ];
+
+/// Longest prompt or resource name (and title) accepted; longer ones are refused, as a
+/// name is how the item is asked for again.
+pub const MAX_CONTEXT_NAME_BYTES: usize = 256;
+/// Most arguments of one prompt; a prompt with more is refused.
+pub const MAX_PROMPT_ARGUMENTS: usize = 64;
+/// Longest resource URI or URI template.
+pub const MAX_URI_BYTES: usize = 2048;
+/// Longest media type kept (RFC 6838 allows 127 bytes on each side; real ones are short).
+pub const MAX_MIME_TYPE_BYTES: usize = 127;
+/// Largest prompt or resource object accepted, as JSON text.
+pub const MAX_CONTEXT_JSON_BYTES: usize = 256 << 10;

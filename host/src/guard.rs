@@ -10,6 +10,7 @@
 mod artifact;
 mod bindings;
 pub(crate) mod check;
+pub mod context;
 mod engine;
 pub mod findings;
 pub mod kit;
@@ -117,6 +118,8 @@ pub enum GuardError {
 pub struct Subject {
     pub server: Option<String>,
     pub tool: Option<String>,
+    /// What `tool` names when it is not a tool: `prompt`, `resource`, ...
+    pub kind: Option<&'static str>,
 }
 
 impl Subject {
@@ -124,6 +127,7 @@ impl Subject {
         Subject {
             server: Some(server.to_owned()),
             tool: tool.map(str::to_owned),
+            kind: None,
         }
     }
 }
@@ -131,7 +135,13 @@ impl Subject {
 impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.server, &self.tool) {
-            (Some(s), Some(t)) => write!(f, "server {}, tool {}", check::shown(s), check::shown(t)),
+            (Some(s), Some(t)) => write!(
+                f,
+                "server {}, {} {}",
+                check::shown(s),
+                self.kind.unwrap_or("tool"),
+                check::shown(t)
+            ),
             (Some(s), None) => write!(f, "server {}", check::shown(s)),
             (None, Some(t)) => write!(f, "tool {}", check::shown(t)),
             (None, None) => f.write_str("tool result"),

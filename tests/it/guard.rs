@@ -271,13 +271,32 @@ fn duplicate_names_from_an_adapter_keep_only_the_first() {
     assert!(err_text(second).contains("already taken"));
 }
 
+/// An adapter built on 0.2.1 (the misbehaving one) loads under 0.2.2: the contract of
+/// 0.2 with lowering, without `context`, whose prompts and resources the host then gives
+/// to the built-in adapter.
+#[test]
+fn an_adapter_of_the_last_release_loads_without_the_new_interface() {
+    let a = misbehaving();
+    assert_eq!(a.contract(), "0.2");
+    assert!(!a.contextual());
+    let e = a.accept_context(
+        "s",
+        edgar_host::guard::context::ContextKind::Prompt,
+        &[r#"{"name": "p"}"#.to_owned()],
+    );
+    assert!(
+        matches!(&e[0], Err(GuardError::Failed { reason, .. }) if reason.contains("no edgar:schema/context")),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn incompatible_components_are_refused_with_a_clear_message() {
     let g = Guard::new(None);
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("other-version"))));
     assert!(
         e.contains("edgar:schema/adapter@0.3.0")
-            && e.contains("must export edgar:schema/adapter@0.2.1 (or the previous edgar:schema/adapter@0.1.0)"),
+            && e.contains("must export edgar:schema/adapter@0.2.2 (or the previous edgar:schema/adapter@0.1.0)"),
         "{e}"
     );
     let e = err_text(g.adapter(&AdapterSource::File(test_adapter("wrong-shape"))));

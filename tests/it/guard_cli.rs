@@ -101,7 +101,7 @@ fn a_third_party_adapter_runs_under_the_same_sandbox() {
     );
     assert_eq!(r.code, Some(1));
     assert!(
-        r.stderr.contains("must export edgar:schema/adapter@0.2.1"),
+        r.stderr.contains("must export edgar:schema/adapter@0.2.2"),
         "{}",
         r.stderr
     );
@@ -240,7 +240,7 @@ fn the_kit_passes_the_reference_adapter_over_the_corpus() {
     assert!(r.stdout.contains("gemini: 2506/2506 valid"), "{}", r.stdout);
     assert!(
         r.stdout
-            .ends_with("result: pass (9 of 9 invariants hold)\n"),
+            .ends_with("result: pass (10 of 10 invariants hold)\n"),
         "{}",
         r.stdout
     );
@@ -297,7 +297,7 @@ fn the_kit_passes_the_javascript_adapter() {
     );
     assert!(
         r.stdout
-            .ends_with("result: pass (9 of 9 invariants hold)\n"),
+            .ends_with("result: pass (10 of 10 invariants hold)\n"),
         "{}",
         r.stdout
     );
@@ -334,7 +334,7 @@ fn the_kit_passes_the_adapter_template() {
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     assert!(
         r.stdout
-            .ends_with("result: pass (9 of 9 invariants hold)\n"),
+            .ends_with("result: pass (10 of 10 invariants hold)\n"),
         "{}",
         r.stdout
     );

@@ -2,11 +2,12 @@
 //! contract versions apart: a component exporting `adapter@0.2.x` is called through the
 //! generated bindings, one exporting `adapter@0.1.x` (before `lower-schema`) through its
 //! three functions, each type-checked against the same records. The optional `scan`
-//! interface (0.2.1) has bindings of its own, loaded from the same instance when the
-//! component exports it.
+//! interface (0.2.1) and the optional `context` interface (0.2.2) have bindings of their
+//! own, loaded from the same instance when the component exports them.
 
 use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre};
 
+use contextual::ContextualIndices;
 use scanner::ScannerIndices;
 use wasmtime::{AsContextMut, Store};
 
@@ -26,15 +27,28 @@ mod scanner {
     });
 }
 
+/// The optional `context` interface (prompts and resources), likewise in a world of its
+/// own.
+mod contextual {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "contextual",
+    });
+}
+
+/// The `context` interface's generated types.
+pub use contextual::exports::edgar::schema::context as context_wit;
 /// The exported interface's generated types and call wrappers.
 pub use exports::edgar::schema::adapter as wit;
 /// The `scan` interface's generated types.
 pub use scanner::exports::edgar::schema::scan as scan_wit;
 
 /// The interface a current component exports (semver-compatible minor versions match).
-pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.2.1";
+pub const ADAPTER_EXPORT: &str = "edgar:schema/adapter@0.2.2";
 /// The optional findings interface (0.2.1 and later).
-pub const SCAN_EXPORT: &str = "edgar:schema/scan@0.2.1";
+pub const SCAN_EXPORT: &str = "edgar:schema/scan@0.2.2";
+/// The optional prompts-and-resources interface (0.2.2 and later).
+pub const CONTEXT_EXPORT: &str = "edgar:schema/context@0.2.2";
 /// The contract before `lower-schema`: still loaded, given the generic profile.
 pub const PREVIOUS_EXPORT: &str = "edgar:schema/adapter@0.1.0";
 
@@ -54,6 +68,8 @@ pub(super) enum AdapterPre {
         adapter: SchemaAdapterIndices,
         /// The `scan` export's indices, when the component has one.
         scan: Option<ScannerIndices>,
+        /// The `context` export's indices, when the component has one.
+        context: Option<ContextualIndices>,
     },
     Previous {
         pre: InstancePre<HostState>,
@@ -63,7 +79,11 @@ pub(super) enum AdapterPre {
 
 /// One instance of an adapter.
 pub(super) enum Instance {
-    Current(SchemaAdapter, Option<scanner::Scanner>),
+    Current(
+        SchemaAdapter,
+        Option<scanner::Scanner>,
+        Option<contextual::Contextual>,
+    ),
     Previous([Func; 3]),
 }
 
@@ -84,8 +104,8 @@ pub(super) fn version(component: &Component) -> Option<Version> {
 }
 
 impl AdapterPre {
-    /// A current adapter, with its `scan` export when `component` has one (an export of
-    /// the wrong shape is an error, not an absence).
+    /// A current adapter, with its `scan` and `context` exports when `component` has
+    /// them (an export of the wrong shape is an error, not an absence).
     pub(super) fn current(
         component: &Component,
         pre: InstancePre<HostState>,
@@ -94,10 +114,15 @@ impl AdapterPre {
             Some(_) => Some(ScannerIndices::new(&pre)?),
             None => None,
         };
+        let context = match component.get_export_index(None, CONTEXT_EXPORT) {
+            Some(_) => Some(ContextualIndices::new(&pre)?),
+            None => None,
+        };
         Ok(AdapterPre::Current {
             adapter: SchemaAdapterIndices::new(&pre)?,
             pre,
             scan,
+            context,
         })
     }
 
@@ -118,16 +143,36 @@ impl AdapterPre {
         matches!(self, AdapterPre::Current { scan: Some(_), .. })
     }
 
+    /// Whether the adapter implements `context`.
+    pub(super) fn contextual(&self) -> bool {
+        matches!(
+            self,
+            AdapterPre::Current {
+                context: Some(_),
+                ..
+            }
+        )
+    }
+
     pub(super) fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Instance> {
         match self {
-            AdapterPre::Current { pre, adapter, scan } => {
+            AdapterPre::Current {
+                pre,
+                adapter,
+                scan,
+                context,
+            } => {
                 let instance = pre.instantiate(&mut *store)?;
                 let adapter = adapter.load(&mut *store, &instance)?;
                 let scanner = match scan {
                     Some(indices) => Some(indices.load(&mut *store, &instance)?),
                     None => None,
                 };
-                Ok(Instance::Current(adapter, scanner))
+                let context = match context {
+                    Some(indices) => Some(indices.load(&mut *store, &instance)?),
+                    None => None,
+                };
+                Ok(Instance::Current(adapter, scanner, context))
             }
             AdapterPre::Previous { pre, funcs } => {
                 let instance = pre.instantiate(&mut *store)?;
@@ -168,7 +213,9 @@ impl Instance {
         tool: &str,
     ) -> wasmtime::Result<Result<String, wit::Rejection>> {
         match self {
-            Instance::Current(a, _) => a.edgar_schema_adapter().call_tool_name(store, server, tool),
+            Instance::Current(a, ..) => {
+                a.edgar_schema_adapter().call_tool_name(store, server, tool)
+            }
             Instance::Previous([f, ..]) => {
                 let typed = f.typed::<NameCall<'_>, NameResult>(&*store)?;
                 Ok(typed.call(store.as_context_mut(), (server, tool))?.0)
@@ -183,7 +230,7 @@ impl Instance {
         tool_json: &str,
     ) -> wasmtime::Result<Result<wit::AcceptedTool, wit::Rejection>> {
         match self {
-            Instance::Current(a, _) => a
+            Instance::Current(a, ..) => a
                 .edgar_schema_adapter()
                 .call_to_schema(store, server, tool_json),
             Instance::Previous([_, f, _]) => {
@@ -199,7 +246,7 @@ impl Instance {
         result_json: &str,
     ) -> wasmtime::Result<Result<wit::ToolOutput, wit::Rejection>> {
         match self {
-            Instance::Current(a, _) => a.edgar_schema_adapter().call_to_result(store, result_json),
+            Instance::Current(a, ..) => a.edgar_schema_adapter().call_to_result(store, result_json),
             Instance::Previous([.., f]) => {
                 let typed = f.typed::<ResultCall<'_>, OutputResult>(&*store)?;
                 Ok(typed.call(store.as_context_mut(), (result_json,))?.0)
@@ -216,7 +263,7 @@ impl Instance {
         schema: &str,
     ) -> wasmtime::Result<Result<wit::LoweredSchema, wit::Rejection>> {
         match self {
-            Instance::Current(a, _) => a
+            Instance::Current(a, ..) => a
                 .edgar_schema_adapter()
                 .call_lower_schema(store, provider, schema),
             Instance::Previous(_) => Err(wasmtime::format_err!(
@@ -234,7 +281,7 @@ impl Instance {
         tool_json: &str,
     ) -> wasmtime::Result<Option<Vec<scan_wit::Finding>>> {
         match self {
-            Instance::Current(_, Some(s)) => s
+            Instance::Current(_, Some(s), _) => s
                 .edgar_schema_scan()
                 .call_scan_tool(store, server, tool_json)
                 .map(Some),
@@ -249,10 +296,50 @@ impl Instance {
         text: &str,
     ) -> wasmtime::Result<Option<Vec<scan_wit::Finding>>> {
         match self {
-            Instance::Current(_, Some(s)) => {
+            Instance::Current(_, Some(s), _) => {
                 s.edgar_schema_scan().call_scan_text(store, text).map(Some)
             }
             _ => Ok(None),
         }
     }
+
+    /// One of `context`'s three functions, by `kind`; `None` when the adapter has no
+    /// `context` (callers ask [`AdapterPre::contextual`] first).
+    pub(super) fn context(
+        &self,
+        store: &mut Store<HostState>,
+        kind: ContextKind,
+        server: &str,
+        json: &str,
+    ) -> wasmtime::Result<Option<Result<ContextItem, String>>> {
+        let Instance::Current(_, _, Some(c)) = self else {
+            return Ok(None);
+        };
+        let c = c.edgar_schema_context();
+        Ok(Some(match kind {
+            ContextKind::Prompt => c
+                .call_to_prompt(store, server, json)?
+                .map(ContextItem::Prompt),
+            ContextKind::Resource => c
+                .call_to_resource(store, server, json)?
+                .map(ContextItem::Resource),
+            ContextKind::Template => c
+                .call_to_resource_template(store, server, json)?
+                .map(ContextItem::Resource),
+        }))
+    }
+}
+
+/// Which of `context`'s functions to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextKind {
+    Prompt,
+    Resource,
+    Template,
+}
+
+/// What `context` accepted.
+pub(super) enum ContextItem {
+    Prompt(context_wit::AcceptedPrompt),
+    Resource(context_wit::AcceptedResource),
 }

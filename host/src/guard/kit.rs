@@ -208,6 +208,7 @@ pub fn check(adapter: &Adapter, corpus: &[CorpusServer]) -> Report {
     checks.push(findings(adapter, corpus));
     checks.push(names(adapter, &ok));
     checks.push(hostile(adapter));
+    checks.push(context(adapter));
     let lowered = providers(adapter, &ok, &mut checks);
     checks.push(determinism(adapter, corpus, &accepted, &lowered));
 
@@ -448,6 +449,73 @@ fn hostile(adapter: &Adapter) -> Check {
                 .first()
                 .map(|p| format!("; first: {p}"))
                 .unwrap_or_default()
+        ),
+    }
+}
+
+/// Prompts and resources: `context` over real-shaped items and hostile ones, each
+/// accepted or refused, never a trap, a timeout or an output the host refuses. An
+/// adapter without `context` passes, saying the host runs the reference's for it.
+fn context(adapter: &Adapter) -> Check {
+    use super::context::ContextKind;
+    if !adapter.contextual() {
+        return Check {
+            name: "context",
+            pass: true,
+            detail: "no edgar:schema/context export: the host runs the reference adapter's for its prompts and resources".into(),
+        };
+    }
+    let args: Vec<Value> = (0..5000)
+        .map(|i| json!({"name": format!("a{i}")}))
+        .collect();
+    let prompts = [
+        json!({"name": "simple-prompt", "description": "A prompt without arguments"}).to_string(),
+        json!({"name": "args-prompt", "title": "Arguments", "arguments": [
+            {"name": "city", "description": "Name of the city", "required": true},
+            {"name": "state", "description": "Name of the state"}]})
+        .to_string(),
+        "{\"name\": \"x\",".to_owned(),
+        "[1, 2, 3]".to_owned(),
+        json!({"name": format!("a\u{0}b\u{202e}{}", "c".repeat(4000))}).to_string(),
+        json!({"name": "many", "arguments": args}).to_string(),
+        json!({"name": "twice", "arguments": [{"name": "a"}, {"name": "a"}]}).to_string(),
+        json!({"name": "long", "description": "d".repeat(900_000)}).to_string(),
+        format!("{}{}", "[".repeat(5000), "]".repeat(5000)),
+    ];
+    let resources = [
+        json!({"uri": "test://static/resource/1", "name": "Resource 1", "mimeType": "text/plain"})
+            .to_string(),
+        json!({"uri": "not a uri", "name": "spaced"}).to_string(),
+        json!({"uri": format!("x://{}", "a".repeat(100_000)), "name": "long"}).to_string(),
+        json!({"uri": "test://n", "name": "new\nline", "mimeType": "\"quoted\""}).to_string(),
+        json!({"uri": "test://size", "name": "size", "size": -1}).to_string(),
+    ];
+    let templates = [
+        json!({"uriTemplate": "test://static/resource/{id}", "name": "Static"}).to_string(),
+        json!({"uri": "test://no-template", "name": "t"}).to_string(),
+    ];
+    let (mut accepted, mut refused, mut problems) = (0, 0, Vec::new());
+    for (kind, items) in [
+        (ContextKind::Prompt, &prompts[..]),
+        (ContextKind::Resource, &resources[..]),
+        (ContextKind::Template, &templates[..]),
+    ] {
+        for r in adapter.accept_context("hostile", kind, items) {
+            match r {
+                Ok(_) => accepted += 1,
+                Err(e) if breach(&e) => problems.push(e),
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    Check {
+        name: "context",
+        pass: problems.is_empty(),
+        detail: format!(
+            "{} prompts, resources and templates: {accepted} accepted, {refused} refused, {} trapped, timed out or refused by the host{}",
+            prompts.len() + resources.len() + templates.len(),
+            problems.len(),
+            first(&problems)
         ),
     }
 }

@@ -391,13 +391,27 @@ impl PinStore {
         spec: &ServerSpec,
         prompts: &[(String, Value)],
         now: u64,
+        flagged: &BTreeMap<String, String>,
     ) -> Result<(Vec<String>, Vec<Quarantined>), TrustError> {
         let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
             .map_err(|e| TrustError::file(&self.path(spec), e))?;
         // The file is made by the server's first tool discovery (which a listing always
         // follows); without it nothing is written here, so that discovery stays a first.
         let Some(mut file) = self.read(spec)? else {
-            return Ok((prompts.iter().map(|(n, _)| n.clone()).collect(), Vec::new()));
+            let (flag, pass): (Vec<_>, Vec<_>) =
+                prompts.iter().partition(|(n, _)| flagged.contains_key(n));
+            let held = flag
+                .into_iter()
+                .map(|(n, _)| Quarantined {
+                    name: n.clone(),
+                    tool: n.clone(),
+                    change: format!(
+                        "the guard found {}",
+                        flagged.get(n).map(String::as_str).unwrap_or_default()
+                    ),
+                })
+                .collect();
+            return Ok((pass.into_iter().map(|(n, _)| n.clone()).collect(), held));
         };
         let first = file.prompts.is_empty() && file.pending_prompts.is_empty();
         let before = (file.prompts.len(), file.pending_prompts.clone());
@@ -405,16 +419,20 @@ impl PinStore {
         let mut pending = BTreeMap::new();
         for (name, v) in prompts {
             let d = digest(v);
+            let finding = flagged.get(name);
             let pin = Pin {
                 digest: d.clone(),
                 view: v.clone(),
                 at: now,
                 approved: false,
-                finding: None,
+                finding: finding.cloned(),
             };
+            // A prompt the guard's findings flag passes only as a human approved it.
             match file.prompts.get(name) {
-                Some(p) if p.digest == d => passed.push(name.clone()),
-                None if first => {
+                Some(p) if p.digest == d && (finding.is_none() || p.approved) => {
+                    passed.push(name.clone())
+                }
+                None if first && finding.is_none() => {
                     file.prompts.insert(name.clone(), pin);
                     passed.push(name.clone());
                 }
@@ -422,9 +440,13 @@ impl PinStore {
                     held.push(Quarantined {
                         name: name.clone(),
                         tool: name.clone(),
-                        change: match old {
-                            Some(p) => what_changed(&p.view, v),
-                            None => "new prompt".into(),
+                        change: match (old, finding) {
+                            (Some(p), Some(f)) if p.digest != d => {
+                                format!("{}; the guard found {f}", what_changed(&p.view, v))
+                            }
+                            (_, Some(f)) => format!("the guard found {f}"),
+                            (Some(p), None) => what_changed(&p.view, v),
+                            (None, None) => "new prompt".into(),
                         },
                     });
                     pending.insert(name.clone(), pin);

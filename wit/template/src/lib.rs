@@ -11,11 +11,12 @@ use exports::edgar::schema::adapter as wit;
 wit_bindgen::generate!({
     // The contract, `wit/schema.wit` of edgar (copy it beside this crate when you move it).
     path: "../schema.wit",
-    world: "scanning-adapter",
+    world: "guarding-adapter",
 });
 
 guest_schema::wit_conversions!(exports::edgar::schema::adapter);
 guest_schema::scan_conversions!(exports::edgar::schema::scan);
+guest_schema::context_conversions!(exports::edgar::schema::context);
 
 /// The reference policy's per-call arena: much faster than the default allocator here.
 #[global_allocator]
@@ -64,5 +65,27 @@ impl exports::edgar::schema::scan::Guest for MyAdapter {
 
     fn scan_text(text: String) -> Vec<scan_types::Finding> {
         guest_schema::scan_text(&text).into_iter().map(finding).collect()
+    }
+}
+
+/// Prompts and resources: the reference policy. Leave this out (and build world
+/// `scanning-adapter`) and the host runs the reference's for you.
+impl exports::edgar::schema::context::Guest for MyAdapter {
+    fn to_prompt(server: String, prompt_json: String) -> Result<context_types::AcceptedPrompt, String> {
+        guest_schema::to_prompt(&server, &prompt_json).map(prompt)
+    }
+
+    fn to_resource(
+        server: String,
+        resource_json: String,
+    ) -> Result<context_types::AcceptedResource, String> {
+        guest_schema::to_resource(&server, &resource_json).map(resource)
+    }
+
+    fn to_resource_template(
+        server: String,
+        template_json: String,
+    ) -> Result<context_types::AcceptedResource, String> {
+        guest_schema::to_resource_template(&server, &template_json).map(resource)
     }
 }

@@ -1,11 +1,17 @@
-//! What prompts and resources share: lists read page by page within bounds, the
-//! descriptors' words checked by the host, and contents (a prompt's messages, a
-//! resource's text or bytes) converted by the server's adapter exactly as a tool result
-//! is (`to-result`: block checks, sizes, media types) and screened for findings.
+//! What prompts and resources share: lists read page by page within bounds, each item
+//! accepted by the guard's `context` (the server's adapter's, or the built-in one's for
+//! an adapter without it) and its words screened for findings, and contents (a prompt's
+//! messages, a resource's text or bytes) converted by the server's adapter exactly as a
+//! tool result is (`to-result`: block checks, sizes, media types) and screened too.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::guard::{Adapter, AdapterSource, ToolOutput};
+use crate::guard::context::{ContextKind, Guarded};
+use crate::guard::findings::Finding;
+use crate::guard::{Adapter, AdapterSource, GuardError, ToolOutput};
 use crate::mcp::McpError;
 use crate::text::shown;
 
@@ -15,12 +21,15 @@ use super::{Server, SessionInner, run_guard};
 const MAX_PAGES: usize = 64;
 /// Items of one list kept at most.
 pub(super) const MAX_ITEMS: usize = 4096;
-/// Longest name or title kept (bytes); a longer name refuses the item.
-pub(super) const MAX_NAME: usize = 256;
 /// Longest description kept (bytes); a longer one is cut, with a marker.
 const MAX_DESCRIPTION: usize = 8 << 10;
-/// Longest URI (bytes).
-pub(super) const MAX_URI: usize = 2048;
+
+/// What one list's items came to: those accepted, by the server's own name or URI, and
+/// the words of those whose findings say to hold them back (name -> the finding).
+pub(super) struct Accepted {
+    pub(super) items: Vec<Guarded>,
+    pub(super) flagged: BTreeMap<String, String>,
+}
 
 impl SessionInner {
     /// Every item of a paginated list (`prompts/list`, `resources/list`, ...): the items
@@ -67,6 +76,90 @@ impl SessionInner {
             "{method}: stopped after {MAX_PAGES} pages"
         );
         Ok(items)
+    }
+
+    /// Each item of one list of `kind` through the guard's `context` (the server's
+    /// adapter when it has one, else the built-in adapter's: the reference behaviour),
+    /// then its words through the server's adapter's findings. An item the guard refuses
+    /// is left out and said in the log; one listed twice keeps the first.
+    pub(super) async fn accepted(
+        &self,
+        server: &Server,
+        kind: ContextKind,
+        items: &[Value],
+    ) -> Result<Accepted, McpError> {
+        let own = self.adapter(server).await?;
+        let context = if own.contextual() {
+            own.clone()
+        } else {
+            self.loaded_adapter(&server.spec.name, &AdapterSource::Builtin)
+                .await?
+        };
+        let texts: Vec<String> = items.iter().map(Value::to_string).collect();
+        let name = server.spec.name.clone();
+        let work = move || {
+            let accepted = context.accept_context(&name, kind, &texts);
+            let scans = own.scans().then(|| {
+                accepted
+                    .iter()
+                    .filter_map(|a| a.as_ref().ok())
+                    .map(|g| (key(g).to_owned(), scan_words(&own, &name, g)))
+                    .collect::<Vec<_>>()
+            });
+            (accepted, scans)
+        };
+        let (accepted, scans) = if server.spec.adapter == AdapterSource::Builtin {
+            work()
+        } else {
+            run_guard(work).await.map_err(|reason| McpError::Start {
+                server: server.spec.name.clone(),
+                reason,
+            })?
+        };
+        let server_name = server.spec.name.as_str();
+        let mut out: Vec<Guarded> = Vec::with_capacity(accepted.len());
+        for a in accepted {
+            match a {
+                Ok(g) if out.iter().any(|o| key(o) == key(&g)) => tracing::warn!(
+                    server = server_name,
+                    "{} {} listed twice: the first kept",
+                    noun(kind),
+                    shown(key(&g))
+                ),
+                Ok(g) => out.push(g),
+                Err(e) => tracing::warn!(server = server_name, "left out: {e}"),
+            }
+        }
+        out.truncate(MAX_ITEMS);
+        let flagged = match scans {
+            Some(scans) => {
+                super::findings::judge_as(&server.spec, noun(kind), scans, self.opts.audit.as_ref())
+            }
+            None => BTreeMap::new(),
+        };
+        Ok(Accepted {
+            items: out,
+            flagged,
+        })
+    }
+
+    /// The adapter at `source`, loaded off the async threads the first time.
+    async fn loaded_adapter(
+        &self,
+        server: &str,
+        source: &AdapterSource,
+    ) -> Result<Arc<Adapter>, McpError> {
+        if let Some(adapter) = self.guard.loaded(source) {
+            return Ok(adapter);
+        }
+        let (guard, source) = (self.guard.clone(), source.clone());
+        tokio::task::spawn_blocking(move || guard.adapter(&source))
+            .await
+            .map_err(|e| McpError::Start {
+                server: server.to_owned(),
+                reason: format!("the guard task failed: {e}"),
+            })?
+            .map_err(McpError::from)
     }
 
     /// `content_json` (a `{"content": [...]}` object) through the server's adapter and
@@ -116,11 +209,39 @@ impl SessionInner {
     }
 }
 
-/// A name or title from a server: a string of at most [`MAX_NAME`] bytes with no control
-/// characters, else `None`.
-pub(super) fn name(v: Option<&Value>) -> Option<String> {
-    let s = v?.as_str()?;
-    (!s.is_empty() && s.len() <= MAX_NAME && !s.chars().any(char::is_control)).then(|| s.to_owned())
+/// The server's own name (a prompt) or URI (a resource) of an accepted item.
+pub(super) fn key(g: &Guarded) -> &str {
+    match g {
+        Guarded::Prompt(p) => &p.name,
+        Guarded::Resource(r) => &r.uri,
+    }
+}
+
+fn noun(kind: ContextKind) -> &'static str {
+    match kind {
+        ContextKind::Prompt => "prompt",
+        ContextKind::Resource | ContextKind::Template => "resource",
+    }
+}
+
+/// The findings on an accepted item's words, as a reader would read them: its title,
+/// description and (a prompt's) arguments' descriptions, or (a resource's) name.
+fn scan_words(adapter: &Adapter, server: &str, g: &Guarded) -> Result<Vec<Finding>, GuardError> {
+    let mut texts: Vec<&str> = Vec::new();
+    match g {
+        Guarded::Prompt(p) => {
+            texts.extend(p.title.as_deref());
+            texts.push(&p.description);
+            texts.extend(p.arguments.iter().map(|a| a.description.as_str()));
+        }
+        Guarded::Resource(r) => {
+            texts.push(&r.name);
+            texts.extend(r.title.as_deref());
+            texts.push(&r.description);
+        }
+    }
+    texts.retain(|t| !t.is_empty());
+    adapter.scan_texts(server, key(g), &texts)
 }
 
 /// A description from a server, cut at [`MAX_DESCRIPTION`] with a marker; invisible
@@ -138,59 +259,18 @@ pub(super) fn description(v: Option<&Value>) -> String {
     out
 }
 
-/// A URI from a server: a scheme, then no whitespace or control characters, at most
-/// [`MAX_URI`] bytes.
-pub(super) fn uri(v: Option<&Value>) -> Result<String, String> {
-    let s = v.and_then(Value::as_str).ok_or("no uri")?;
-    let scheme_ok = s.split_once(':').is_some_and(|(scheme, _)| {
-        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    });
-    if s.len() > MAX_URI {
-        return Err(format!("a uri of {} bytes", s.len()));
-    }
-    if !scheme_ok || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("the uri {} is not well-formed", shown(s)));
-    }
-    Ok(s.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn descriptor_words_are_bounded_and_visible() {
-        assert_eq!(name(Some(&json!("greet"))), Some("greet".into()));
-        for bad in [json!(""), json!("a\nb"), json!(7), json!("x".repeat(300))] {
-            assert_eq!(name(Some(&bad)), None, "{bad}");
-        }
-        assert_eq!(name(None), None);
+    fn descriptions_are_bounded_and_visible() {
         let long = description(Some(&json!("é".repeat(5000))));
         assert!(
             long.len() < 8300 && long.ends_with("more bytes cut]"),
             "{long}"
         );
         assert_eq!(description(Some(&json!("a\u{200b}b"))), "a\\u{200b}b");
-        for ok in [
-            "file:///tmp/x",
-            "test://static/resource/1",
-            "https://a.example/b?c",
-        ] {
-            assert!(uri(Some(&json!(ok))).is_ok(), "{ok}");
-        }
-        for bad in [
-            json!("no-scheme"),
-            json!("1x://a"),
-            json!("a b://c"),
-            json!("file:///a b"),
-            json!("x://a\u{0}"),
-            json!(format!("x://{}", "a".repeat(3000))),
-            json!(3),
-        ] {
-            assert!(uri(Some(&bad)).is_err(), "{bad}");
-        }
+        assert_eq!(description(Some(&json!(7))), "");
     }
 }

@@ -34,13 +34,28 @@ pub(super) fn judge(
     scans: Vec<(String, Result<Vec<Finding>, GuardError>)>,
     audit: Option<&AuditLog>,
 ) -> BTreeMap<String, String> {
+    judge_as(spec, "tool", scans, audit)
+}
+
+/// [`judge`] for items of another `noun` (`prompt`, `resource`): the audit line names
+/// the item under that key.
+pub(super) fn judge_as(
+    spec: &ServerSpec,
+    noun: &str,
+    scans: Vec<(String, Result<Vec<Finding>, GuardError>)>,
+    audit: Option<&AuditLog>,
+) -> BTreeMap<String, String> {
     let mut flagged = BTreeMap::new();
     for (tool, scanned) in scans {
         let found = match scanned {
             Ok(found) => found,
             Err(e) => {
                 // The guard's own checks stand; only the findings are missing.
-                tracing::warn!(server = spec.name, "tool {} not scanned: {e}", shown(&tool));
+                tracing::warn!(
+                    server = spec.name,
+                    "{noun} {} not scanned: {e}",
+                    shown(&tool)
+                );
                 continue;
             }
         };
@@ -50,17 +65,16 @@ pub(super) fn judge(
                 continue;
             }
             if let Some(audit) = audit {
-                audit.note(
-                    "finding",
-                    json!({"server": spec.name, "tool": tool, "kind": f.kind.as_str(),
-                           "severity": f.severity.as_str(), "rule": f.rule, "path": f.path,
-                           "action": if act == FindingAction::Quarantine { "quarantine" } else { "warn" }}),
-                );
+                let mut line = json!({"server": spec.name, "kind": f.kind.as_str(),
+                       "severity": f.severity.as_str(), "rule": f.rule, "path": f.path,
+                       "action": if act == FindingAction::Quarantine { "quarantine" } else { "warn" }});
+                line[noun] = json!(tool);
+                audit.note("finding", line);
             }
             if act == FindingAction::Quarantine {
                 flagged.entry(tool.clone()).or_insert_with(|| f.line());
             } else {
-                tracing::warn!(server = spec.name, "tool {}: {}", shown(&tool), f.line());
+                tracing::warn!(server = spec.name, "{noun} {}: {}", shown(&tool), f.line());
             }
         }
     }

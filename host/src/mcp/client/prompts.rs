@@ -1,6 +1,7 @@
-//! A server's prompts (`prompts/list`, `prompts/get`): descriptors checked by the host,
-//! each message's content through the guard as a tool result's is, and a get in the
-//! audit trail (never its argument values or text).
+//! A server's prompts (`prompts/list`, `prompts/get`): descriptors through the guard's
+//! `context` and findings, pinned (a changed prompt is held back until approved), each
+//! message's content through the guard as a tool result's is, and a get in the audit
+//! trail (never its argument values or text).
 
 use std::collections::BTreeMap;
 
@@ -8,14 +9,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::guard::ContentBlock;
+use crate::guard::context::{ContextKind, Guarded};
 use crate::mcp::McpError;
 use crate::text::shown;
 
 use super::SessionInner;
-use super::content::{self, MAX_ITEMS};
+use super::content;
 
-/// Arguments of one prompt kept at most.
-const MAX_ARGUMENTS: usize = 64;
 /// Messages of one prompt kept at most.
 const MAX_MESSAGES: usize = 256;
 
@@ -30,13 +30,7 @@ pub struct Prompt {
     pub arguments: Vec<PromptArgument>,
 }
 
-/// One argument a prompt takes.
-#[derive(Debug, Clone, Serialize)]
-pub struct PromptArgument {
-    pub name: String,
-    pub description: String,
-    pub required: bool,
-}
+pub use crate::guard::context::PromptArgument;
 
 /// A prompt's messages, each through the guard.
 #[derive(Debug, Clone, Serialize)]
@@ -68,32 +62,48 @@ impl SessionInner {
     ) -> Result<(Vec<Prompt>, Vec<crate::trust::pins::Quarantined>), McpError> {
         let s = self.server(server)?;
         let items = self.paged(s, "prompts/list", "prompts").await?;
-        let mut out: Vec<Prompt> = Vec::new();
-        for item in &items {
-            match prompt(server, item) {
-                Ok(p) if out.iter().any(|o| o.name == p.name) => {
-                    tracing::warn!(
-                        server,
-                        "prompt {} listed twice: the first kept",
-                        shown(&p.name)
-                    );
-                }
-                Ok(p) => out.push(p),
-                Err(why) => tracing::warn!(server, "a prompt was left out: {why}"),
-            }
-        }
-        out.truncate(MAX_ITEMS);
+        let accepted = self.accepted(s, ContextKind::Prompt, &items).await?;
+        let mut out: Vec<Prompt> = accepted
+            .items
+            .into_iter()
+            .filter_map(|g| match g {
+                Guarded::Prompt(p) => Some(Prompt {
+                    server: server.to_owned(),
+                    name: p.name,
+                    title: p.title,
+                    description: p.description,
+                    arguments: p.arguments,
+                }),
+                Guarded::Resource(_) => None,
+            })
+            .collect();
+        let flagged = accepted.flagged;
         let Some(pins) = &self.opts.pins else {
-            return Ok((out, Vec::new()));
+            // No human can approve anything: a flagged prompt is simply held back.
+            let (out, held): (Vec<Prompt>, Vec<Prompt>) = out
+                .into_iter()
+                .partition(|p| !flagged.contains_key(&p.name));
+            let held = held
+                .into_iter()
+                .map(|p| crate::trust::pins::Quarantined {
+                    change: format!(
+                        "the guard found {}",
+                        flagged.get(&p.name).map(String::as_str).unwrap_or_default()
+                    ),
+                    tool: p.name.clone(),
+                    name: p.name,
+                })
+                .collect();
+            return Ok((out, held));
         };
         let views: Vec<(String, Value)> = out.iter().map(|p| (p.name.clone(), view(p))).collect();
         let now = crate::clock::now();
-        let (passed, held) =
-            pins.check_prompts(&s.spec, &views, now)
-                .map_err(|e| McpError::Start {
-                    server: server.to_owned(),
-                    reason: e.to_string(),
-                })?;
+        let (passed, held) = pins
+            .check_prompts(&s.spec, &views, now, &flagged)
+            .map_err(|e| McpError::Start {
+                server: server.to_owned(),
+                reason: e.to_string(),
+            })?;
         for q in &held {
             tracing::warn!(
                 server,
@@ -219,37 +229,4 @@ impl SessionInner {
 fn view(p: &Prompt) -> Value {
     json!({"name": p.name, "title": p.title, "description": p.description,
            "arguments": p.arguments})
-}
-
-/// One `prompts/list` item, checked.
-fn prompt(server: &str, item: &Value) -> Result<Prompt, String> {
-    let name = content::name(item.get("name")).ok_or("no usable name")?;
-    let arguments = match item.get("arguments") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(args)) if args.len() <= MAX_ARGUMENTS => args
-            .iter()
-            .map(|a| {
-                Ok(PromptArgument {
-                    name: content::name(a.get("name")).ok_or_else(|| {
-                        format!("{}: an argument has no usable name", shown(&name))
-                    })?,
-                    description: content::description(a.get("description")),
-                    required: a.get("required").and_then(Value::as_bool).unwrap_or(false),
-                })
-            })
-            .collect::<Result<_, String>>()?,
-        Some(_) => {
-            return Err(format!(
-                "{}: its arguments are not a list of at most {MAX_ARGUMENTS}",
-                shown(&name)
-            ));
-        }
-    };
-    Ok(Prompt {
-        server: server.to_owned(),
-        title: content::name(item.get("title")),
-        description: content::description(item.get("description")),
-        name,
-        arguments,
-    })
 }

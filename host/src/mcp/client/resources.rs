@@ -1,17 +1,18 @@
 //! A server's resources (`resources/list`, `resources/templates/list`,
-//! `resources/read`): descriptors checked by the host, contents converted by the guard
-//! as embedded resources of a tool result are, and a read in the audit trail (never its
-//! contents).
+//! `resources/read`): descriptors through the guard's `context` and findings (one a
+//! finding flags is not listed), contents converted by the guard as embedded resources
+//! of a tool result are, and a read in the audit trail (never its contents).
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::guard::ContentBlock;
+use crate::guard::context::{ContextKind, Guarded, well_formed_uri};
 use crate::mcp::McpError;
 use crate::text::shown;
 
 use super::SessionInner;
-use super::content::{self, MAX_ITEMS};
+use super::content::MAX_ITEMS;
 
 /// Contents of one read kept at most.
 const MAX_CONTENTS: usize = 256;
@@ -39,27 +40,13 @@ impl SessionInner {
     /// A server without templates (the method unknown to it) lists resources only.
     pub async fn resources(&self, server: &str) -> Result<Vec<Resource>, McpError> {
         let s = self.server(server)?;
-        let mut out = Vec::new();
-        for item in self.paged(s, "resources/list", "resources").await? {
-            match resource(server, &item, false) {
-                Ok(r) => out.push(r),
-                Err(why) => tracing::warn!(server, "a resource was left out: {why}"),
-            }
-        }
+        let items = self.paged(s, "resources/list", "resources").await?;
+        let mut out = self.listed(s, ContextKind::Resource, &items).await?;
         match self
             .paged(s, "resources/templates/list", "resourceTemplates")
             .await
         {
-            Ok(items) => {
-                for item in items {
-                    match resource(server, &item, true) {
-                        Ok(r) => out.push(r),
-                        Err(why) => {
-                            tracing::warn!(server, "a resource template was left out: {why}")
-                        }
-                    }
-                }
-            }
+            Ok(items) => out.extend(self.listed(s, ContextKind::Template, &items).await?),
             Err(McpError::Server { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -67,14 +54,57 @@ impl SessionInner {
         Ok(out)
     }
 
+    /// One list's items through the guard; those its findings flag are left out, said
+    /// in the log and audited.
+    async fn listed(
+        &self,
+        s: &super::Server,
+        kind: ContextKind,
+        items: &[Value],
+    ) -> Result<Vec<Resource>, McpError> {
+        let accepted = self.accepted(s, kind, items).await?;
+        let server = s.spec.name.as_str();
+        let mut out = Vec::with_capacity(accepted.items.len());
+        for g in accepted.items {
+            let Guarded::Resource(r) = g else { continue };
+            if let Some(f) = accepted.flagged.get(&r.uri) {
+                tracing::warn!(
+                    server,
+                    "resource {} not listed: the guard found {f}",
+                    shown(&r.uri)
+                );
+                if let Some(audit) = &self.opts.audit {
+                    audit.note(
+                        "quarantine",
+                        json!({"server": server, "resource_sha256": audit.digest(r.uri.as_bytes()),
+                               "change": format!("the guard found {f}")}),
+                    );
+                }
+                continue;
+            }
+            out.push(Resource {
+                server: server.to_owned(),
+                uri: r.uri,
+                name: r.name,
+                title: r.title,
+                description: r.description,
+                mime_type: r.mime_type,
+                size: r.size,
+                template: kind == ContextKind::Template,
+            });
+        }
+        Ok(out)
+    }
+
     /// Reads `uri` from `server`: its contents as content blocks (embedded resources,
     /// converted and screened by the guard as a tool result's are).
     pub async fn read(&self, server: &str, uri: &str) -> Result<Vec<ContentBlock>, McpError> {
         let s = self.server(server)?;
-        let uri = content::uri(Some(&json!(uri))).map_err(|reason| McpError::NotOffered {
+        well_formed_uri(uri).map_err(|reason| McpError::NotOffered {
             server: server.to_owned(),
             what: format!("resource at that address: {reason}"),
         })?;
+        let uri = uri.to_owned();
         let running = self.start(s).await?;
         let raw = running
             .conn
@@ -125,32 +155,4 @@ impl SessionInner {
         }
         Ok(out.content)
     }
-}
-
-/// One `resources/list` (or templates) item, checked.
-fn resource(server: &str, item: &Value, template: bool) -> Result<Resource, String> {
-    let key = if template { "uriTemplate" } else { "uri" };
-    let uri = content::uri(item.get(key))?;
-    let name = content::name(item.get("name"))
-        .ok_or_else(|| format!("{} has no usable name", shown(&uri)))?;
-    let mime_type = item
-        .get("mimeType")
-        .and_then(Value::as_str)
-        .filter(|m| {
-            m.len() <= 127
-                && m.contains('/')
-                && m.bytes()
-                    .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\\'))
-        })
-        .map(str::to_owned);
-    Ok(Resource {
-        server: server.to_owned(),
-        uri,
-        name,
-        title: content::name(item.get("title")),
-        description: content::description(item.get("description")),
-        mime_type,
-        size: item.get("size").and_then(Value::as_u64),
-        template,
-    })
 }
