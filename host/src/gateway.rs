@@ -35,11 +35,13 @@ pub mod elicit;
 pub mod http;
 pub mod per_user;
 pub mod questions;
+mod refused;
 pub mod team;
 pub mod trace;
 mod user;
 
 use crate::guard::SanitizedTool;
+use refused::Refused;
 use team::policy::Action;
 use team::{Principal, Team};
 
@@ -128,16 +130,21 @@ pub struct Gateway {
     grown: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 
+/// A listen stream's sources: see [`Gateway::listen`].
+pub(crate) struct Listening {
+    pub ack: Vec<u8>,
+    pub wants: bool,
+    /// Whose found tools grew.
+    pub grown: tokio::sync::broadcast::Receiver<Arc<str>>,
+    /// Which upstream's own tool list changed.
+    pub upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
+}
+
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
 /// 128; Cursor shows 40): `--expose all` says so on stderr.
 pub const MANY_TOOLS: usize = 128;
 
-type Reply = Result<Value, (i64, String)>;
-
-/// JSON-RPC "missing required client capability": the request needs something of the
-/// client it did not declare. Its reply's message is the capability's name alone, from
-/// which `answer_as` words the error and its `data`.
-const MISSING_CAPABILITY: i64 = -32021;
+type Reply = Result<Value, Refused>;
 
 /// Results the stateless era gives caching hints (`ttlMs`, `cacheScope`) besides
 /// `tools/list`, which sets its own.
@@ -387,13 +394,7 @@ impl Gateway {
         };
         match reply {
             Ok(result) => protocol::response(id, result),
-            Err((MISSING_CAPABILITY, capability)) => protocol::encode_message(&json!({
-            "jsonrpc": "2.0", "id": id, "error": {
-                "code": MISSING_CAPABILITY,
-                "message": format!("this request needs the client's {capability} capability, which it did not declare"),
-                "data": {"requiredCapabilities": {capability: {}}},
-            }})),
-            Err((code, message)) => protocol::error_response(id, code, &message),
+            Err(refused) => refused.response(id),
         }
     }
 
@@ -468,7 +469,8 @@ impl Gateway {
                 Err((
                     METHOD_NOT_FOUND,
                     format!("a team gateway serves tools only; {method} is not served"),
-                ))
+                )
+                    .into())
             }
             "prompts/list" if self.expose_all => self.prompts_list().await,
             "prompts/get" if self.expose_all => self.prompts_get(params).await,
@@ -479,7 +481,7 @@ impl Gateway {
             | "logging/setLevel"
             | "resources/subscribe"
             | "resources/unsubscribe" => self.pass_on(method, params).await,
-            other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}"))),
+            other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}")).into()),
         }
     }
 
@@ -592,7 +594,7 @@ impl Gateway {
         match name {
             TOOL_SEARCH => {
                 let Some(query) = args.get("query").and_then(Value::as_str) else {
-                    return Err((INVALID_PARAMS, "tool_search needs a query".into()));
+                    return Err((INVALID_PARAMS, "tool_search needs a query".into()).into());
                 };
                 let user = caller.key();
                 let before = self.search.found_by(user).len();
@@ -615,7 +617,9 @@ impl Gateway {
             }
             CALL_TOOL => {
                 let Some(target) = args.get("name").and_then(Value::as_str) else {
-                    return Err((INVALID_PARAMS, "call_tool needs the name of a tool".into()));
+                    return Err(
+                        (INVALID_PARAMS, "call_tool needs the name of a tool".into()).into(),
+                    );
                 };
                 let inner = args.get("arguments").cloned().unwrap_or(json!({}));
                 self.call_found(caller, target, inner, progress).await
@@ -624,15 +628,39 @@ impl Gateway {
         }
     }
 
-    /// A `subscriptions/listen` stream for an HTTP client `who` (request `id`): the
+    /// The input schema of tool `name` as `caller` is served it, if it is one (its
+    /// `x-mcp-header` properties say which `Mcp-Param-*` headers a call must carry).
+    pub(crate) async fn served_schema(&self, caller: &Caller, name: &str) -> Option<Value> {
+        if let Exposure::Transparent(server) = &self.exposure {
+            let tools = self.session.tools(server).await.ok()?;
+            return tools
+                .iter()
+                .find(|t| t.tool() == name)
+                .map(|t| t.input_schema().clone());
+        }
+        let tools = if self.expose_all {
+            self.session.catalog().await.tools
+        } else {
+            self.search.found_by(caller.key())
+        };
+        tools
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.input_schema().clone())
+    }
+
+    /// A `subscriptions/listen` stream for an HTTP client (request `id`): the
     /// acknowledgement, whether it asked for tool list changes, and where they are heard.
-    pub(crate) fn listen(
-        &self,
-        id: &Value,
-        params: &Value,
-    ) -> (Vec<u8>, bool, tokio::sync::broadcast::Receiver<Arc<str>>) {
+    pub(crate) fn listen(&self, id: &Value, params: &Value) -> Listening {
         let (ack, wants) = listened(id, params);
-        (ack, wants, self.grown.subscribe())
+        Listening {
+            ack,
+            wants,
+            grown: self.grown.subscribe(),
+            // An upstream's own change reaches every client only where the served list
+            // is the upstreams' (not found tools, which are each caller's).
+            upstream: self.expose_all.then(|| self.session.tools_changed()),
+        }
     }
 
     /// Says the served list grew: unasked to a client that initialized (the handshake
@@ -679,8 +707,8 @@ impl Gateway {
 }
 
 /// Calls the tool through `session`; every outcome is a tool result, but the server
-/// needing what the client did not declare, which fails the request (-32021, the
-/// message naming the capability: see [`MISSING_CAPABILITY`]).
+/// needing what the client did not declare, which fails the request (-32021, with the
+/// capability in its `data`: see [`Refused::missing`]).
 async fn run_call_in(
     session: &Session,
     name: &str,
@@ -696,9 +724,7 @@ async fn run_call_in(
         Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
             text_result(&format!("edgar could not encode the result: {e}"), true)
         })),
-        Err(McpError::MissingCapability { capability, .. }) => {
-            Err((MISSING_CAPABILITY, capability.to_owned()))
-        }
+        Err(McpError::MissingCapability { capability, .. }) => Err(Refused::missing(capability)),
         Err(e) => Ok(text_result(&failure(&e), true)),
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Exposure, Gateway, Reply};
+use super::{Exposure, Gateway, Refused, Reply};
 use crate::guard::{ContentBlock, ResourceContents};
 use crate::mcp::McpError;
 use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -20,6 +20,8 @@ use crate::text::shown;
 const SCHEME: &str = "edgar://";
 /// JSON-RPC's code for an error inside the server (an upstream failure).
 const INTERNAL_ERROR: i64 = -32603;
+/// The code servers used for an unknown resource before SEP-2164 settled on -32602.
+const RESOURCE_NOT_FOUND: i64 = -32002;
 
 impl Gateway {
     /// `prompts/list`: each server's prompts, named `SERVER__NAME`, servers asked at once.
@@ -52,7 +54,7 @@ impl Gateway {
             _ => self.owner(name, "__"),
         };
         let Some((server, prompt)) = owner else {
-            return Err((INVALID_PARAMS, format!("no prompt named {}", shown(name))));
+            return Err((INVALID_PARAMS, format!("no prompt named {}", shown(name))).into());
         };
         let mut arguments = BTreeMap::new();
         if let Some(Value::Object(args)) = params.get("arguments") {
@@ -61,7 +63,8 @@ impl Gateway {
                     return Err((
                         INVALID_PARAMS,
                         format!("the argument {} is not a string", shown(k)),
-                    ));
+                    )
+                        .into());
                 };
                 arguments.insert(k.clone(), v.to_owned());
             }
@@ -120,10 +123,24 @@ impl Gateway {
     /// asked URI.
     pub(super) async fn resources_read(&self, params: &Value) -> Reply {
         let asked = params.get("uri").and_then(Value::as_str).unwrap_or("");
-        let (server, uri) = self
-            .served(asked)
-            .ok_or_else(|| (INVALID_PARAMS, format!("no resource at {}", shown(asked))))?;
-        let blocks = self.session.read(&server, &uri).await.map_err(upstream)?;
+        // Not there: -32602 with the URI as the client asked for it in `data`.
+        let missing = || {
+            Refused::from((INVALID_PARAMS, format!("no resource at {}", shown(asked))))
+                .with_data(json!({"uri": asked}))
+        };
+        let (server, uri) = self.served(asked).ok_or_else(missing)?;
+        let blocks = self
+            .session
+            .read(&server, &uri)
+            .await
+            .map_err(|e| match e {
+                McpError::Server {
+                    code: INVALID_PARAMS | RESOURCE_NOT_FOUND,
+                    ..
+                }
+                | McpError::NotOffered { .. } => missing(),
+                e => upstream(e),
+            })?;
         let contents: Vec<Value> = blocks
             .into_iter()
             .filter_map(|b| match b {
@@ -192,7 +209,7 @@ impl Gateway {
     /// transparently (their names and URIs are its own); not served otherwise.
     pub(super) async fn pass_on(&self, method: &str, params: &Value) -> Reply {
         let Exposure::Transparent(server) = &self.exposure else {
-            return Err((METHOD_NOT_FOUND, format!("edgar does not serve {method}")));
+            return Err((METHOD_NOT_FOUND, format!("edgar does not serve {method}")).into());
         };
         let mut params = params.clone();
         if let Some(p) = params.as_object_mut() {
@@ -267,12 +284,15 @@ fn skip_unoffered<T>(server: &str, list: Result<Vec<T>, McpError>) -> Vec<T> {
 }
 
 /// An upstream failure as a JSON-RPC error: what was asked is wrong, or it failed there.
-fn upstream(e: McpError) -> (i64, String) {
+fn upstream(e: McpError) -> Refused {
+    if let McpError::MissingCapability { capability, .. } = e {
+        return Refused::missing(capability);
+    }
     let code = match e {
         McpError::NotOffered { .. } | McpError::InvalidArguments { .. } => INVALID_PARAMS,
         _ => INTERNAL_ERROR,
     };
-    (code, crate::text::shown_message(&e.to_string()))
+    (code, crate::text::shown_message(&e.to_string())).into()
 }
 
 #[cfg(test)]

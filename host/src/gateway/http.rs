@@ -458,16 +458,31 @@ impl Front {
             let code = modern::status(refusal.code);
             return with_body(code, "application/json", refusal.reply(id));
         }
+        // A stateless `tools/call` carries the arguments its tool marks as headers too.
+        if let (Some(routing), Incoming::Request { id, method, params }) = (&routing, &message)
+            && method == "tools/call"
+            && let Some(name) = params["name"].as_str()
+            && let Some(schema) = self.gateway.served_schema(&caller, name).await
+        {
+            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+            let expected = crate::mcp::http::param_headers(&schema, &arguments);
+            if let Err(refusal) = routing.check_params(&expected) {
+                let code = modern::status(refusal.code);
+                return with_body(code, "application/json", refusal.reply(id));
+            }
+        }
         let modern = routing.is_some();
         match message {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 self.listen(&caller, &id, &params)
             }
             // A stateless client's call may pause for its input (`parked.rs`).
-            Incoming::Request { id, method, params } if modern && method == "tools/call" => {
+            Incoming::Request { id, method, params }
+                if modern && matches!(method.as_str(), "tools/call" | "prompts/get") =>
+            {
                 let declared = &params["_meta"][protocol::META_CLIENT_CAPABILITIES];
                 let answers = Answers::declared(declared);
-                let call = self.call_stateless(caller, answers, id, params);
+                let call = self.call_stateless(caller, answers, id, method, params);
                 match trace {
                     Some(t) => crate::trust::audit::TRACE.scope(t, call).await,
                     None => call.await,
@@ -610,10 +625,15 @@ impl Front {
 
 impl Front {
     /// A `subscriptions/listen` stream: the acknowledgement, then a notification each
-    /// time this caller's tool list grows (if it asked for that), until the client goes
-    /// away or the gateway shuts down.
+    /// time this caller's tool list grows or an upstream's served list changes (if it
+    /// asked for that), until the client goes away or the gateway shuts down.
     fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
-        let (ack, wants, mut grown) = self.gateway.listen(id, params);
+        let super::Listening {
+            ack,
+            wants,
+            mut grown,
+            mut upstream,
+        } = self.gateway.listen(id, params);
         let (who, id, mut stop) = (caller.key().to_owned(), id.clone(), self.stop.clone());
         let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
@@ -633,6 +653,21 @@ impl Front {
                         }
                         Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    changed = async {
+                        match upstream.as_mut() {
+                            Some(rx) => rx.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => match changed {
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if wants => {
+                            let note = super::tools_changed(&id);
+                            if body_tx.send(event(&note)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => upstream = None,
                     },
                 }
             }

@@ -45,6 +45,21 @@ impl Answers {
         }
     }
 
+    /// The question capabilities declared, by name (`elicitation` for either mode).
+    pub fn names(self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.elicitation || self.url {
+            out.push("elicitation");
+        }
+        if self.sampling {
+            out.push("sampling");
+        }
+        if self.roots {
+            out.push("roots");
+        }
+        out
+    }
+
     pub fn any(self) -> bool {
         self.elicitation || self.url || self.sampling || self.roots
     }
@@ -112,6 +127,7 @@ impl Questions {
                 Some(Ok(replies))
             })
         })
+        .declaring(&answers.names())
     }
 
     /// An asker for one call of a stateless client that declared `answers`: its
@@ -175,6 +191,7 @@ impl Questions {
                 Some(Ok(replies))
             })
         })
+        .declaring(&answers.names())
     }
 
     /// Asks one question on `stream`: the client's outcome, or `Err(())` for none.

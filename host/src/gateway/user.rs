@@ -81,7 +81,8 @@ impl Gateway {
                     "rate limit reached ({}): retry after {secs:.3} s",
                     limited.which
                 ),
-            ));
+            )
+                .into());
         }
         let started = std::time::Instant::now();
         let result = match &self.per_user {

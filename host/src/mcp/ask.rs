@@ -43,7 +43,14 @@ type Ask = dyn Fn(&str, Vec<Question>) -> BoxFuture<'static, Option<Replies>> + 
 pub struct Asker {
     who: Arc<str>,
     ask: Arc<Ask>,
+    /// The question capabilities (`elicitation`, `sampling`, `roots`) the caller
+    /// declared, when known: a stateless server is then told only of those, so it asks
+    /// only what the caller can answer.
+    declares: Option<Arc<[&'static str]>>,
 }
+
+/// Every capability a server's question needs.
+const QUESTION_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
 
 tokio::task_local! {
     /// Set around a call by a caller that can answer its server's questions.
@@ -68,7 +75,32 @@ impl Asker {
         Asker {
             who: who.into(),
             ask: Arc::new(ask),
+            declares: None,
         }
+    }
+
+    /// The same asker, for a caller that declared exactly `capabilities` among those
+    /// a question needs.
+    pub fn declaring(self, capabilities: &[&'static str]) -> Asker {
+        Asker {
+            declares: Some(capabilities.into()),
+            ..self
+        }
+    }
+
+    /// `ours` (the client capabilities this host declares to a server) less the
+    /// question capabilities this caller did not declare; `None` when unknown.
+    pub(crate) fn restrict(&self, ours: &Value) -> Option<Value> {
+        let declares = self.declares.as_ref()?;
+        let mut out = ours.clone();
+        if let Some(o) = out.as_object_mut() {
+            for c in QUESTION_CAPABILITIES {
+                if !declares.contains(&c) {
+                    o.remove(c);
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Asks the caller `questions` for `server`, all at once.
@@ -119,6 +151,17 @@ mod tests {
         assert_eq!(got, Some(Ok(vec![Value::String("ada".into())])));
         running.insert(5, asker("bob"));
         assert!(Asker::pick(&running).is_none(), "two callers: ambiguous");
+    }
+
+    #[test]
+    fn a_server_is_told_only_what_the_caller_can_answer() {
+        let ours = serde_json::json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}, "extensions": {}});
+        assert_eq!(asker("ada").restrict(&ours), None, "unknown: unchanged");
+        let sampling_only = asker("ada").declaring(&["sampling"]);
+        assert_eq!(
+            sampling_only.restrict(&ours),
+            Some(serde_json::json!({"sampling": {}, "extensions": {}}))
+        );
     }
 
     #[test]

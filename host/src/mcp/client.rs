@@ -206,6 +206,9 @@ pub struct SessionInner {
     sign_ins: Mutex<HashMap<String, Arc<McpAuth>>>,
     /// Configured entries that may not run, so a call naming one says why.
     held: Vec<Held>,
+    /// Each server whose tools changed while it ran (its own word, re-listed and
+    /// guarded), for whoever serves the list on.
+    changed: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 
 struct Server {
@@ -281,6 +284,7 @@ impl Session {
         let generation = Arc::new(AtomicU64::new(0));
         Session(Arc::new(SessionInner {
             background: Mutex::new(Vec::new()),
+            changed: tokio::sync::broadcast::channel(16).0,
             generation: generation.clone(),
             servers: config
                 .servers
@@ -355,6 +359,12 @@ impl SessionInner {
 
     /// Changes whenever any server's known tools change (read from cache, discovered,
     /// refreshed, reset), so derived data such as a search index can be kept until then.
+    /// Hears the name of each server whose tools changed while it ran, once its new
+    /// list passed the guard and the pins.
+    pub fn tools_changed(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.changed.subscribe()
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }

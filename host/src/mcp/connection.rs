@@ -227,12 +227,27 @@ impl Connection {
             && LOGS
                 .try_with(|sink| lock(&self.shared.logs).insert(id, sink.clone()))
                 .is_ok();
-        let asked = method == "tools/call"
+        let asked = matches!(method, "tools/call" | "prompts/get")
             && ASKER
                 .try_with(|asker| lock(&self.shared.askers).insert(id, asker.clone()))
                 .is_ok();
         let _unfollow = (followed || logged || asked).then(|| Unfollow(&self.shared, id));
         let stamp = self.stamp();
+        // A stateless server is told only the question capabilities of the caller who
+        // can be asked, so it asks nothing that caller cannot answer.
+        if asked
+            && let Some(stamp) = &stamp
+            && let Some(caps) = ASKER
+                .try_with(|asker| asker.restrict(stamp.capabilities()))
+                .ok()
+                .flatten()
+            && let Some(p) = params.as_object_mut()
+        {
+            let meta = p.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(protocol::META_CLIENT_CAPABILITIES.into(), caps);
+            }
+        }
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
             message.param_headers = param_headers;
@@ -253,6 +268,16 @@ impl Connection {
                         supported: e.supported,
                     })
                 }
+                // A stateless server needing what the caller did not declare: the
+                // caller's request fails the same way.
+                Ok(Outcome::Answer(Err(protocol::RpcError {
+                    code: protocol::MISSING_CAPABILITY,
+                    required: Some(capability),
+                    ..
+                }))) => Err(McpError::MissingCapability {
+                    server: self.server.clone(),
+                    capability,
+                }),
                 Ok(Outcome::Answer(Err(e))) => Err(McpError::Server {
                     server: self.server.clone(),
                     method: method.to_owned(),

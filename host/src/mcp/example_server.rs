@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::protocol::{self, Incoming, METHOD_NOT_FOUND, MODERN, PROTOCOL};
 
 mod asking;
+mod changes;
 mod content;
 mod input;
 
@@ -49,6 +50,8 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
     // What the client declared at `initialize`: whether it may be asked.
     let mut client = Value::Null;
     let mut next_id: u64 = 1;
+    // The `subscriptions/listen` request that hears list changes, once one came.
+    let mut listening = None;
     while let Some(m) = input.next()? {
         let Incoming::Request { id, method, params } = m else {
             continue;
@@ -57,9 +60,15 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
             client = params["capabilities"].clone();
         }
         if conformance {
-            for n in content::progress(&method, &params) {
+            let (mut notes, answered) = changes::hook(&method, &id, &params, &mut listening);
+            notes.extend(content::progress(&method, &params));
+            for n in notes {
                 stdout.write_all(&n)?;
                 stdout.write_all(b"\n")?;
+            }
+            stdout.flush()?;
+            if answered {
+                continue;
             }
         }
         let name = params["name"].as_str().unwrap_or("");
@@ -89,6 +98,12 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
                     let mut supported: Vec<&str> = MODERN.to_vec();
                     supported.extend_from_slice(PROTOCOL);
                     protocol::unsupported_version(&id, &requested, &supported)
+                }
+                // Its one missing capability is the client's model.
+                Err((protocol::MISSING_CAPABILITY, msg)) => {
+                    protocol::encode_message(&json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": protocol::MISSING_CAPABILITY, "message": msg,
+                        "data": {"requiredCapabilities": {"sampling": {}}}}}))
                 }
                 Err((code, msg)) => protocol::error_response(&id, code, &msg),
             },
@@ -208,6 +223,7 @@ fn handle_era(
         {
             l.extend(extra.iter().cloned());
             l.extend(asking::tools().as_array().into_iter().flatten().cloned());
+            l.extend(changes::tools());
             if stateless {
                 l.extend(input::tools().as_array().into_iter().flatten().cloned());
             }
@@ -251,7 +267,9 @@ fn handle_era(
         "tools/call" => {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
-            if conformance && let Some(result) = content::call_test_tool(name) {
+            if conformance
+                && let Some(result) = content::call_test_tool(name).or_else(|| changes::call(name))
+            {
                 return Ok(result);
             }
             if conformance
@@ -265,8 +283,22 @@ fn handle_era(
                 Err(e) => json!({"content": [{"type": "text", "text": e}], "isError": true}),
             })
         }
-        other => content::handle(other, params)
-            .unwrap_or_else(|| Err((METHOD_NOT_FOUND, format!("unknown method {other}")))),
+        "prompts/get" if conformance && stateless && params["name"] == input::PROMPT => {
+            input::prompt(params)
+        }
+        other => {
+            let mut reply = content::handle(other, params)
+                .unwrap_or_else(|| Err((METHOD_NOT_FOUND, format!("unknown method {other}"))));
+            if other == "prompts/list"
+                && conformance
+                && stateless
+                && let Ok(list) = &mut reply
+                && let Some(prompts) = list["prompts"].as_array_mut()
+            {
+                prompts.push(input::prompt_descriptor());
+            }
+            reply
+        }
     }
 }
 

@@ -190,7 +190,7 @@ pub(crate) async fn answer(
             Some(Err(Refusal::Failed(refusal))) => {
                 return Err(McpError::Exchange {
                     server: server.to_owned(),
-                    method: "tools/call".into(),
+                    method: "its request for input".into(),
                     reason: format!("it asked the client, which refused: {}", shown(&refusal)),
                 });
             }
@@ -215,7 +215,7 @@ pub(crate) async fn answer(
             None => {
                 return Err(McpError::Exchange {
                     server: server.to_owned(),
-                    method: "tools/call".into(),
+                    method: "its request for input".into(),
                     reason: format!(
                         "it asked for {} ({}), which edgar cannot answer here",
                         shown(&method),

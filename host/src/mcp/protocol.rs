@@ -40,6 +40,9 @@ const MAX_SUPPORTED: usize = 16;
 /// JSON-RPC error codes used in answers to a server's requests.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+/// "Missing required client capability": the request needs a capability the client did
+/// not declare, named in `data.requiredCapabilities`.
+pub const MISSING_CAPABILITY: i64 = -32021;
 
 /// Largest JSON-RPC message read from a server (a stdio line, an HTTP body or event);
 /// longer fails the request, or on stdio the server.
@@ -86,6 +89,9 @@ pub struct RpcError {
     pub message: String,
     /// For [`UNSUPPORTED_PROTOCOL_VERSION`]: the versions the server says it speaks.
     pub supported: Vec<String>,
+    /// For [`MISSING_CAPABILITY`]: the capability a server asks for, when it is one a
+    /// server's question needs (`elicitation`, `sampling`, `roots`).
+    pub required: Option<&'static str>,
 }
 
 /// The envelope of one message: its fields as undecoded text, so classifying a 16 MiB
@@ -110,12 +116,8 @@ struct Envelope<'a> {
 struct ErrorObject {
     code: Option<i64>,
     message: Option<String>,
-    data: Option<ErrorData>,
-}
-
-#[derive(Deserialize)]
-struct ErrorData {
-    supported: Option<Vec<Value>>,
+    /// Any JSON: what is read of it depends on the code.
+    data: Option<Value>,
 }
 
 /// Decodes and classifies one message as received (a line, an event's data, a body).
@@ -163,7 +165,8 @@ fn classify_one(message: &RawValue) -> Result<Incoming, String> {
                     data: None,
                 });
                 let code = e.code.unwrap_or(0);
-                let supported = match (code, e.data.and_then(|d| d.supported)) {
+                let data = e.data.unwrap_or(Value::Null);
+                let supported = match (code, data.get("supported").and_then(Value::as_array)) {
                     (UNSUPPORTED_PROTOCOL_VERSION, Some(list)) => list
                         .iter()
                         .filter_map(Value::as_str)
@@ -177,10 +180,19 @@ fn classify_one(message: &RawValue) -> Result<Incoming, String> {
                         .collect(),
                     _ => Vec::new(),
                 };
+                let required = match (code, data.get("requiredCapabilities")) {
+                    (MISSING_CAPABILITY, Some(Value::Object(caps))) => {
+                        ["elicitation", "sampling", "roots"]
+                            .into_iter()
+                            .find(|c| caps.contains_key(*c))
+                    }
+                    _ => None,
+                };
                 Err(RpcError {
                     code,
                     message: e.message.unwrap_or_else(|| "(no message)".into()),
                     supported,
+                    required,
                 })
             }
             _ => return Err("a response with neither or both of result and error".into()),
@@ -357,9 +369,30 @@ mod tests {
                     code: -1,
                     message: "no".into(),
                     supported: Vec::new(),
+                    required: None,
                 }
             ),
             other => panic!("{other:?}"),
+        }
+        // A missing capability is named from its data; data of any shape keeps the code.
+        for (data, required) in [
+            (
+                json!({"requiredCapabilities": {"sampling": {}}}),
+                Some("sampling"),
+            ),
+            (json!({"requiredCapabilities": {"teleport": {}}}), None),
+            (json!("not an object"), None),
+        ] {
+            match one(
+                json!({"jsonrpc": "2.0", "id": 4, "error": {"code": MISSING_CAPABILITY, "message": "m", "data": data}}),
+            ) {
+                Ok(Incoming::Response {
+                    outcome: Err(e), ..
+                }) => {
+                    assert_eq!((e.code, e.required), (MISSING_CAPABILITY, required));
+                }
+                other => panic!("{other:?}"),
+            }
         }
         match one(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})) {
             Ok(Incoming::Request { id, method, params }) => {

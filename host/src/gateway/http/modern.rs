@@ -33,6 +33,8 @@ pub struct Routing {
     name: Option<String>,
     /// A routing header sent more than once.
     twice: Option<&'static str>,
+    /// `Mcp-Param-*` headers: the name after the prefix (lowercased), the value as sent.
+    params: Vec<(String, String)>,
 }
 
 /// Why a request is refused before it runs: its JSON-RPC error.
@@ -58,12 +60,60 @@ impl Routing {
         let twice = ["mcp-protocol-version", "mcp-method", "mcp-name"]
             .into_iter()
             .find(|name| headers.get_all(*name).iter().count() > 1);
+        let params = headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let param = name.as_str().strip_prefix("mcp-param-")?;
+                Some((
+                    param.to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                ))
+            })
+            .collect();
         Some(Routing {
             version,
             method: one("mcp-method"),
             name: one("mcp-name"),
             twice,
+            params,
         })
+    }
+
+    /// A `tools/call`'s `Mcp-Param-*` headers against `expected` (each header a tool's
+    /// `x-mcp-header` names and the argument's value as text): every argument the
+    /// schema marks must come with its header, carrying that value, literally or as
+    /// `=?base64?...?=` of valid, padded base64.
+    pub fn check_params(&self, expected: &[(String, String)]) -> Result<(), Refusal> {
+        for (header, value) in expected {
+            let sent = self
+                .params
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(header));
+            let Some((_, sent)) = sent else {
+                return Err(Refusal {
+                    code: HEADER_MISMATCH,
+                    message: format!("the Mcp-Param-{header} header is missing"),
+                });
+            };
+            match param_value(sent) {
+                Some(v) if v == *value => {}
+                Some(_) => {
+                    return Err(Refusal {
+                        code: HEADER_MISMATCH,
+                        message: format!(
+                            "the Mcp-Param-{header} header does not match the argument"
+                        ),
+                    });
+                }
+                None => {
+                    return Err(Refusal {
+                        code: HEADER_MISMATCH,
+                        message: format!("the Mcp-Param-{header} header is not valid base64"),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The transport's checks, in its order (the first failure wins): the envelope,
@@ -143,6 +193,21 @@ impl Refusal {
             return protocol::unsupported_version(id, &self.message, &supported);
         }
         protocol::error_response(id, self.code, &self.message)
+    }
+}
+
+/// An `Mcp-Param-*` value: literal, or what its `=?base64?...?=` form encodes (`None`
+/// when that is not valid, padded base64 of UTF-8).
+fn param_value(value: &str) -> Option<String> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(value.to_owned()),
     }
 }
 
@@ -290,6 +355,42 @@ mod tests {
                 .map_err(|e| e.code),
             Err(HEADER_MISMATCH)
         );
+    }
+
+    #[test]
+    fn param_headers_must_carry_each_marked_argument() {
+        let expected = [("Region".to_owned(), "Hello".to_owned())];
+        let with = |value: &str| {
+            routing(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-param-region", value),
+            ])
+        };
+        for ok in ["Hello", "=?base64?SGVsbG8=?="] {
+            let r = with(ok).unwrap_or_else(|| panic!("routing"));
+            assert_eq!(r.check_params(&expected), Ok(()), "{ok}");
+        }
+        for bad in [
+            "Hullo",
+            "=?base64?SGVsbG8?=",
+            "=?base64?SGVs!!!bG8=?=",
+            "SGVsbG8=",
+        ] {
+            let r = with(bad).unwrap_or_else(|| panic!("routing"));
+            assert_eq!(
+                r.check_params(&expected).map_err(|e| e.code),
+                Err(HEADER_MISMATCH),
+                "{bad}"
+            );
+        }
+        // A literal that only looks like the encoding is compared as it is.
+        let literal = [("Region".to_owned(), "=?base64?SGVsbG8=".to_owned())];
+        let r = with("=?base64?SGVsbG8=").unwrap_or_else(|| panic!("routing"));
+        assert_eq!(r.check_params(&literal), Ok(()));
+        let missing =
+            routing(&[("mcp-protocol-version", "2026-07-28")]).unwrap_or_else(|| panic!("routing"));
+        assert!(missing.check_params(&expected).is_err());
+        assert_eq!(missing.check_params(&[]), Ok(()));
     }
 
     #[test]

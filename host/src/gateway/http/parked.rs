@@ -1,10 +1,10 @@
 //! Stateless clients' calls that wait for input (multi-round-trip requests, SEP-2322).
-//! A `tools/call` of the 2026-07-28 era runs as its own task; when its server asks
+//! A `tools/call` or `prompts/get` of the 2026-07-28 era runs as its own task; when its server asks
 //! something (`questions.rs`: a stateless server's input requests, or a handshake
 //! server's own request), the call pauses, and the client's request is answered
 //! `input_required` with the questions and a `requestState`: a random token naming the
-//! paused call, good once, for that caller and tool only, for [`ANSWER_TIMEOUT`]. The
-//! client's next `tools/call` brings `inputResponses` and the token back, the call goes
+//! paused call, good once, for that caller and that method and name only, for
+//! [`ANSWER_TIMEOUT`]. The client's next request brings `inputResponses` and the token back, the call goes
 //! on, and that request is answered with its result (or the next questions). A token
 //! that names nothing here (altered, used, expired, another replica's) is refused.
 
@@ -131,17 +131,21 @@ impl Parked {
 }
 
 impl Front {
-    /// A stateless client's `tools/call`, which may pause for the client's input
-    /// (`answers`: what it declared it can give): polled here, a task once it pauses.
+    /// A stateless client's `tools/call` or `prompts/get` (`method`), which may pause
+    /// for the client's input (`answers`: what it declared it can give): polled here,
+    /// a task once it pauses.
     pub(super) async fn call_stateless(
         &self,
         caller: Caller,
         answers: Answers,
         id: Value,
+        method: String,
         params: Value,
     ) -> Reply {
+        // What a token is bound to besides its caller: this method and name.
+        let tool = format!("{method} {}", params["name"].as_str().unwrap_or(""));
         if params.get("requestState").is_some() {
-            return self.resume(&caller, &id, &params).await;
+            return self.resume(&caller, &id, &tool, &params).await;
         }
         // Answers sent with a first call (no state: the client knew the questions) are
         // taken for the questions asked under their keys; the rest are ignored.
@@ -150,7 +154,6 @@ impl Front {
             Some(Some(given)) => given.clone(),
             Some(None) => return refused(&id, BAD_RESPONSES),
         };
-        let tool = params["name"].as_str().unwrap_or("").to_owned();
         let (notes_tx, notes) = mpsc::channel::<Vec<u8>>(16);
         let (pauses_tx, pauses) = mpsc::channel::<Pause>(1);
         let gateway = self.gateway.clone();
@@ -160,7 +163,7 @@ impl Front {
         // along with it.
         let trace = TRACE.try_with(Clone::clone).ok();
         let call = async move {
-            let answer = gateway.answer(&who, &request, "tools/call", params, &notes_tx);
+            let answer = gateway.answer(&who, &request, &method, params, &notes_tx);
             let answer = ASKER.scope(asker, answer);
             match trace {
                 Some(t) => TRACE.scope(t, answer).await,
@@ -175,13 +178,13 @@ impl Front {
         self.drive(&caller, &tool, id, running, false).await
     }
 
-    /// A stateless client coming back with `inputResponses` for a paused call.
-    async fn resume(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
+    /// A stateless client coming back with `inputResponses` for a paused call of
+    /// `tool` (its method and name).
+    async fn resume(&self, caller: &Caller, id: &Value, tool: &str, params: &Value) -> Reply {
         let refuse = |message: &str| refused(id, message);
         let Some(given) = params.get("inputResponses").and_then(responses) else {
             return refuse(BAD_RESPONSES);
         };
-        let tool = params["name"].as_str().unwrap_or("");
         let token = params["requestState"].as_str().unwrap_or("");
         let Some(mut paused) = self.parked.take(caller.key(), tool, token) else {
             return refuse(

@@ -86,6 +86,7 @@ async fn a_refusal_declines_an_elicitation_and_fails_a_sampling() {
         code: -1,
         message: "no\u{1b}[2J".into(),
         supported: Vec::new(),
+        required: None,
     };
     let call =
         tokio::spawn(asker.ask("gh", vec![q("elicitation/create", json!({"message": "?"}))]));

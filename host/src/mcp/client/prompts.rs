@@ -160,14 +160,21 @@ impl SessionInner {
         }
         let s = self.server(server)?;
         let running = self.start(s).await?;
-        let raw = running
-            .conn
-            .request_raw(
-                "prompts/get",
-                json!({"name": name, "arguments": arguments}),
-                s.spec.tool_timeout,
-            )
-            .await?;
+        let (conn, timeout) = (&running.conn, s.spec.tool_timeout);
+        // The stateless era: the server may ask the client for input first, as a tool may.
+        let raw = crate::mcp::input::rounds(server, &self.opts.handler, |input| {
+            let mut params = json!({"name": name, "arguments": arguments});
+            if let Some((responses, state)) = input {
+                if !responses.is_null() {
+                    params["inputResponses"] = responses;
+                }
+                if let Some(state) = state {
+                    params["requestState"] = Value::String(state);
+                }
+            }
+            conn.request_raw("prompts/get", params, timeout)
+        })
+        .await?;
         let protocol = |reason: String| McpError::Protocol {
             server: server.to_owned(),
             reason,

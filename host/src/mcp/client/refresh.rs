@@ -96,6 +96,7 @@ impl SessionInner {
         let digest = self.adapter_digest(server).ok();
         let guard = self.guard.clone();
         let generation = self.generation.clone();
+        let changed = self.changed.clone();
         let pins = self.opts.pins.clone();
         let audit = self.opts.audit.clone();
         let quarantined = server.quarantined.clone();
@@ -147,6 +148,8 @@ impl SessionInner {
                         *running.tools.write().unwrap_or_else(|p| p.into_inner()) =
                             Arc::new(tools.clone());
                         generation.fetch_add(1, Ordering::SeqCst);
+                        // Nobody listening: nothing to tell.
+                        let _ = changed.send(spec.name.as_str().into());
                         if let Some(d) = &digest {
                             cache.remove(&spec);
                             let entry = Entry {

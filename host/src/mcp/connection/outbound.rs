@@ -48,6 +48,13 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
+    /// The client capabilities every request declares.
+    pub(crate) fn capabilities(&self) -> &Value {
+        self.meta
+            .get(protocol::META_CLIENT_CAPABILITIES)
+            .unwrap_or(&Value::Null)
+    }
+
     pub(crate) fn new(version: &str, capabilities: Value, client_info: Value) -> Stamp {
         let mut meta = serde_json::Map::new();
         meta.insert(protocol::META_PROTOCOL_VERSION.into(), json!(version));
@@ -106,6 +113,10 @@ impl Outbound {
                 }
                 if let Some(meta) = meta.as_object_mut() {
                     for (k, v) in &stamp.meta {
+                        // Capabilities a request narrowed for its caller stay narrowed.
+                        if k == protocol::META_CLIENT_CAPABILITIES && meta.contains_key(k) {
+                            continue;
+                        }
                         meta.insert(k.clone(), v.clone());
                     }
                 }

@@ -16,7 +16,7 @@ const COMPLETIONS: &[&str] = &["test", "testing", "tested", "value", "values"];
 
 /// What it offers besides tools (for `initialize` and `server/discover`).
 pub(super) fn capabilities() -> Value {
-    json!({"tools": {}, "prompts": {}, "resources": {"subscribe": true},
+    json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true},
            "logging": {}, "completions": {}})
 }
 
@@ -142,6 +142,11 @@ pub(super) fn test_tools() -> Value {
             "test_tool_with_logging",
             "Logs three messages, then answers."
         ),
+        json!({"name": "test_header_param",
+               "description": "Takes a region, which a stateless HTTP client also sends as the Mcp-Param-Region header.",
+               "inputSchema": {"type": "object",
+                               "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                               "required": ["region"]}}),
         json!({"name": "json_schema_2020_12_tool",
                "description": "Tool with JSON Schema 2020-12 features",
                "inputSchema": {
@@ -184,6 +189,7 @@ pub(super) fn call_test_tool(name: &str) -> Option<Value> {
         "test_tool_with_progress" => json!([{"type": "text", "text": "Progress reported."}]),
         "test_tool_with_logging" => json!([{"type": "text", "text": "Messages logged."}]),
         "json_schema_2020_12_tool" => json!([{"type": "text", "text": "Schema kept."}]),
+        "test_header_param" => json!([{"type": "text", "text": "Region received."}]),
         _ => return None,
     };
     Some(json!({"content": content, "isError": false}))

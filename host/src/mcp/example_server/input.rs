@@ -25,6 +25,26 @@ fn roots() -> Value {
     json!({"method": "roots/list", "params": {}})
 }
 
+/// The prompt that asks for input before it answers (SEP-2322 on a request that is not
+/// a tool call).
+pub(super) const PROMPT: &str = "test_input_required_result_prompt";
+
+pub(super) fn prompt_descriptor() -> Value {
+    json!({"name": PROMPT, "description": "Asks the client for context before it answers."})
+}
+
+/// `prompts/get` of [`PROMPT`]: the question, then, with its answer, the prompt.
+pub(super) fn prompt(params: &Value) -> Result<Value, (i64, String)> {
+    match params["inputResponses"]["user_context"]["content"]["context"].as_str() {
+        Some(context) => Ok(
+            json!({"messages": [{"role": "user", "content": {"type": "text",
+            "text": format!("Answer with this context in mind: {context}")}}]}),
+        ),
+        None => Ok(json!({"resultType": "input_required", "inputRequests": {
+            "user_context": elicit("What context should the prompt use?", "context", "string")}})),
+    }
+}
+
 /// The tools' descriptors.
 pub(super) fn tools() -> Value {
     let names = [
@@ -35,6 +55,7 @@ pub(super) fn tools() -> Value {
         "test_input_required_result_multiple_inputs",
         "test_input_required_result_multi_round",
         "test_input_required_result_tampered_state",
+        "test_input_required_result_capabilities",
         "test_missing_capability",
     ];
     names
@@ -150,6 +171,29 @@ pub(super) fn call(name: &str, params: &Value) -> Option<Result<Value, (i64, Str
                 Some(STATE),
             ),
         },
+        // Asks only what the client declared it can answer.
+        "test_input_required_result_capabilities" => {
+            let declared = &params["_meta"][super::protocol::META_CLIENT_CAPABILITIES];
+            let mut requests = Map::new();
+            if declared.get("sampling").is_some_and(Value::is_object) {
+                requests.insert(
+                    "capital_question".into(),
+                    sample("What is the capital of France?", 100),
+                );
+            }
+            if declared.get("elicitation").is_some_and(Value::is_object) {
+                requests.insert(
+                    "user_name".into(),
+                    elicit("What is your name?", "name", "string"),
+                );
+            }
+            let keys: Vec<&str> = requests.keys().map(String::as_str).collect();
+            match answered(&keys) {
+                Some(a) if !keys.is_empty() => text(format!("{} answer(s) came", a.len())),
+                _ if keys.is_empty() => text("The client declared nothing to ask.".into()),
+                _ => ask(Value::Object(requests), None),
+            }
+        }
         // Needs the client's model: refused (-32021) to a client that did not declare
         // sampling.
         "test_missing_capability" => {
