@@ -454,6 +454,10 @@ impl ServerSpec {
 pub struct ToolPolicy {
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
+    /// The rules for the server's prompts (`server/prompt` globs).
+    pub prompts: Rules,
+    /// The rules for the server's resources (`server/URI` globs).
+    pub resources: Rules,
     pub max_result_bytes: Option<u64>,
     /// What the guard's findings lead to.
     pub findings: FindingActions,
@@ -521,15 +525,40 @@ pub enum ArgumentAction {
 impl ToolPolicy {
     /// Whether the policy lets the model see and call `server/tool`.
     pub fn allows(&self, server: &str, tool: &str) -> bool {
-        if self.allow.is_none() && self.deny.is_empty() {
-            return true;
-        }
-        let full = format!("{server}/{tool}");
-        self.allow
-            .as_ref()
-            .is_none_or(|a| a.iter().any(|p| crate::text::glob(p, &full)))
-            && !self.deny.iter().any(|p| crate::text::glob(p, &full))
+        allowed(self.allow.as_deref(), &self.deny, server, tool)
     }
+}
+
+/// An administrator's allow and deny globs over `server/item` (deny wins; with `allow`,
+/// what matches none of it is refused).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+impl Rules {
+    /// Whether `server/item` passes, and if not, the rule list that refused it.
+    pub fn check(&self, server: &str, item: &str) -> Result<(), &'static str> {
+        if allowed(self.allow.as_deref(), &self.deny, server, item) {
+            return Ok(());
+        }
+        let full = format!("{server}/{item}");
+        Err(if self.deny.iter().any(|p| crate::text::glob(p, &full)) {
+            "deny"
+        } else {
+            "allow"
+        })
+    }
+}
+
+fn allowed(allow: Option<&[String]>, deny: &[String], server: &str, item: &str) -> bool {
+    if allow.is_none() && deny.is_empty() {
+        return true;
+    }
+    let full = format!("{server}/{item}");
+    allow.is_none_or(|a| a.iter().any(|p| crate::text::glob(p, &full)))
+        && !deny.iter().any(|p| crate::text::glob(p, &full))
 }
 
 /// The merged configuration.

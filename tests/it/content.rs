@@ -406,3 +406,80 @@ fn a_prompt_or_resource_that_hides_instructions_is_held_back() {
         r.stderr
     );
 }
+
+/// The administrator's prompt and resource rules: what `deny_prompts` or `allow_resources`
+/// refuses is neither listed nor got nor read, and the refusal names the rule.
+#[test]
+fn the_policy_decides_which_prompts_and_resources_are_offered() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let h = home.path();
+    let content = json!({
+        "prompts/list": {"": {"prompts": [{"name": "greet"}, {"name": "admin_reset"}]}},
+        "prompts/get": {"admin_reset": {"messages": [{"role": "user",
+                        "content": {"type": "text", "text": "reset"}}]}},
+        "resources/list": {"": {"resources": [
+            {"uri": "docs://guide", "name": "guide"},
+            {"uri": "file:///etc/passwd", "name": "passwd"}]}},
+        "resources/read": {"file:///etc/passwd": {"contents": [
+            {"uri": "file:///etc/passwd", "mimeType": "text/plain", "text": "root:x:0:0"}]}}
+    });
+    let file = h.join("content.json");
+    std::fs::write(&file, content.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let policy = h.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({"deny_prompts": ["*/admin_*"], "allow_resources": ["s/docs://*"]}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        h,
+        json!({"s": {"command": FAKE, "args": ["good"],
+                     "env": {"FAKE_CONTENT": file.display().to_string()}}}),
+    );
+    let with_policy = |args: &[&str]| {
+        let mut a = vec![
+            format!("EDGAR_POLICY={}", policy.display()),
+            EDGAR.to_owned(),
+        ];
+        a.extend(args.iter().map(|s| (*s).to_owned()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run("env", h, &a, b"")
+    };
+    let listed = |r: &Run, key: &str| -> Vec<String> {
+        r.json()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p[key].as_str().map(str::to_owned))
+            .collect()
+    };
+    let r = with_policy(&["mcp", "prompts", "s", "--json"]);
+    assert_eq!(listed(&r, "name"), ["greet"], "{}", r.stderr);
+    let r = with_policy(&["mcp", "prompt", "s/admin_reset"]);
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("blocked by policy: deny_prompts"),
+        "{}",
+        r.stderr
+    );
+    let r = with_policy(&["mcp", "resources", "s", "--json"]);
+    assert_eq!(listed(&r, "uri"), ["docs://guide"], "{}", r.stderr);
+    let r = with_policy(&["mcp", "read", "file:///etc/passwd"]);
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("blocked by policy: allow_resources"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("root:x"), "{}", r.stdout);
+    // Without the policy the refused prompt is offered again, but as one the pins never
+    // saw: held back until a human approves it.
+    let r = edgar(h, &["mcp", "prompts", "s", "--json"]);
+    assert_eq!(listed(&r, "name"), ["greet"], "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("prompt 'admin_reset' held back: new prompt"),
+        "{}",
+        r.stderr
+    );
+}

@@ -367,6 +367,91 @@ fn an_http_listen_stream_hears_its_tool_list_grow_and_ends_at_shutdown() {
     );
 }
 
+/// A client in a session may open a standalone GET stream: it hears
+/// `notifications/tools/list_changed` when a search (made in another request) grows its
+/// tool list, and ends when the gateway stops. Without a session, or without accepting
+/// an event stream, there is none.
+#[test]
+fn a_sessions_get_stream_hears_its_tool_list_grow() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("http-get");
+    python_server_config(home.path(), &t);
+    let gw = HttpGateway::start(home.path(), &[]);
+    let auth = format!("Bearer {TOKEN}");
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+        "capabilities": {}}});
+    let (code, head, body) = gw.post_in(None, hello);
+    assert_eq!(code, 200, "{body}");
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|_| l[16..].trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let (code, _, _) = gw.exchange(
+        "GET",
+        &[("authorization", &auth), ("accept", "text/event-stream")],
+        "",
+    );
+    assert_eq!(code, 405, "no session, no stream");
+    let (code, _, _) = gw.exchange(
+        "GET",
+        &[
+            ("authorization", &auth),
+            ("accept", "application/json"),
+            ("mcp-session-id", &session),
+        ],
+        "",
+    );
+    assert_eq!(code, 406, "a client that takes no event stream");
+    let mut stream = std::net::TcpStream::connect(gw.authority()).unwrap_or_else(|e| panic!("{e}"));
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: {auth}\r\naccept: text/event-stream\r\nmcp-session-id: {session}\r\n\r\n",
+        gw.authority(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader
+        .read_line(&mut status)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "tool_search", "arguments": {"query": "add two integers"}}});
+    let (code, _, body) = gw.post_in(Some(&session), search);
+    assert_eq!(code, 200, "{body}");
+    let heard = loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("the stream ended before the change was told");
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            break serde_json::from_str::<Value>(data).unwrap_or_default();
+        }
+    };
+    assert_eq!(
+        heard["method"], "notifications/tools/list_changed",
+        "{heard}"
+    );
+    assert_eq!(
+        gw.stop(),
+        Some(143),
+        "an open stream does not hold the drain"
+    );
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+    assert!(!rest.contains("data: "), "nothing more: {rest}");
+    assert!(
+        procs_with_tag(&t).is_empty(),
+        "an upstream outlived the gateway"
+    );
+}
+
 #[test]
 fn the_python_sdk_client_works_through_it_over_http_in_either_era() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -729,6 +729,63 @@ fn a_lock_file_pins_the_projects_servers_and_verify_reports_drift() {
     assert_eq!(tools.stdout, "", "{}", tools.stderr);
 }
 
+/// `edgar mcp lock` pins a project server's prompts too: `verify` reports a locked
+/// prompt that changed, and a teammate's fresh machine holds back a prompt the lock does
+/// not list as it is, on its first listing.
+#[test]
+fn a_lock_file_pins_the_projects_prompts() {
+    let h = home();
+    let content = h.path().join("content.json");
+    let prompts = |description: &str| {
+        json!({"prompts/list": {"": {"prompts": [{"name": "greet", "description": description}]}},
+               "prompts/get": {"greet": {"messages": [{"role": "user",
+                               "content": {"type": "text", "text": "hello"}}]}}})
+    };
+    write(&content, &prompts("Greets."));
+    write(
+        &h.path().join(".mcp.json"),
+        &json!({"mcpServers": {"team": {"command": FAKE, "args": ["good"],
+            "env": {"FAKE_CONTENT": content.display().to_string()}}}}),
+    );
+    let e = |args: &[&str]| edgar(h.path(), &[], args);
+    assert_eq!(e(&["mcp", "approve", "team", "--yes"]).code, Some(0));
+    let lock = e(&["mcp", "lock"]);
+    assert_eq!(lock.code, Some(0), "{}", lock.stderr);
+    let text = std::fs::read_to_string(h.path().join(".mcp.lock")).unwrap_or_default();
+    let locked: Value = serde_json::from_str(&text).unwrap_or_default();
+    assert!(
+        locked["servers"]["team"]["prompts"]["greet"].is_string(),
+        "{text}"
+    );
+    let verify = e(&["mcp", "verify"]);
+    assert_eq!(verify.code, Some(0), "{}\n{}", verify.stdout, verify.stderr);
+    write(&content, &prompts("Greets warmly."));
+    let verify = e(&["mcp", "verify"]);
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(
+        verify
+            .stdout
+            .contains("drift: team/prompt greet: pinned by the lock but not offered as pinned"),
+        "{}",
+        verify.stdout
+    );
+    // A teammate's fresh machine: no local pins, the lock still decides.
+    std::fs::remove_dir_all(h.path().join(".local/state/edgar/pins"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed = e(&["mcp", "prompts", "team", "--json"]);
+    assert_eq!(listed.json(), json!([]), "{}", listed.stderr);
+    assert!(
+        listed
+            .stderr
+            .contains("prompt 'greet' held back: differs from the project's .mcp.lock"),
+        "{}",
+        listed.stderr
+    );
+    write(&content, &prompts("Greets."));
+    let listed = e(&["mcp", "prompts", "team", "--json"]);
+    assert_eq!(listed.json()[0]["name"], "greet", "{}", listed.stderr);
+}
+
 /// The library path a harness uses: approval state without the CLI.
 #[test]
 fn a_harness_sees_what_needs_approval() {

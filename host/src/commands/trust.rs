@@ -757,6 +757,9 @@ pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> 
                 if pins.read(spec)?.is_none() {
                     session.tools(&spec.name).await?;
                 }
+                // Its prompts are pinned by a listing; a server without any says so
+                // with an error, and the lock then pins that it has none.
+                let _ = session.prompts(&spec.name).await;
             }
             anyhow::Ok(())
         };
@@ -874,6 +877,23 @@ async fn drift(config: &Config, lock: &LockFile, session: &Session) -> Vec<Strin
                 }
             }
             Err(e) => out.push(format!("{name}: cannot be discovered: {e}")),
+        }
+        // A prompt the lock pins that is not offered as it was pinned: changed, held
+        // back, or gone.
+        if let Some(prompts) = locked.prompts.as_ref().filter(|p| !p.is_empty()) {
+            let offered: std::collections::BTreeSet<String> = match session.prompts(name).await {
+                Ok(list) => list.into_iter().map(|p| p.name).collect(),
+                Err(e) => {
+                    out.push(format!("{name}: its prompts cannot be listed: {e}"));
+                    continue;
+                }
+            };
+            for prompt in prompts.keys().filter(|p| !offered.contains(*p)) {
+                out.push(format!(
+                    "{name}/prompt {}: pinned by the lock but not offered as pinned",
+                    escaped(prompt)
+                ));
+            }
         }
     }
     out

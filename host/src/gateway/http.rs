@@ -8,8 +8,9 @@
 //! with an event stream when notifications (a grown tool list) or questions of an
 //! upstream server (elicitation, sampling: `questions.rs`) come with the answer. The
 //! session id handed out at `initialize` holds what the client can answer, sealed
-//! (`session.rs`): nothing is kept per session. No standalone GET stream, and a dropped
-//! connection cancels its call.
+//! (`session.rs`): nothing is kept per session. A client in a session may open a
+//! standalone GET stream, which hears its tool list change; a dropped connection
+//! cancels its call.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -391,13 +392,14 @@ impl Front {
                 }
             }
         };
-        if req.method() != Method::POST {
+        let get = req.method() == Method::GET;
+        if !get && req.method() != Method::POST {
             let mut r = status(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "edgar answers POST only: no standalone event stream, and sessions hold nothing to end",
+                "edgar answers POST, and GET for a session's stream: sessions hold nothing to end",
             );
             r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
             return r;
         }
         // A session id must be one of ours for this caller. Without one a client declared
@@ -420,6 +422,9 @@ impl Front {
                 }
             },
         };
+        if get {
+            return self.standing(&caller, headers);
+        }
         let trace = super::trace::trace_id(headers);
         let routing = modern::Routing::of(headers);
         let json = headers
@@ -628,31 +633,65 @@ impl Front {
     /// time this caller's tool list grows or an upstream's served list changes (if it
     /// asked for that), until the client goes away or the gateway shuts down.
     fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
-        let super::Listening {
-            ack,
-            wants,
-            mut grown,
-            mut upstream,
-        } = self.gateway.listen(id, params);
-        let (who, id, mut stop) = (caller.key().to_owned(), id.clone(), self.stop.clone());
+        let l = self.gateway.listen(id, params);
+        let note = l.wants.then(|| super::tools_changed(id));
+        self.changes(caller, Some(l.ack), note, l.grown, l.upstream)
+    }
+
+    /// A standalone GET stream, for a client in a session (the handshake era's way to
+    /// hear what is not an answer): `notifications/tools/list_changed` each time its
+    /// tool list changes, as a listen stream hears it.
+    fn standing(&self, caller: &Caller, headers: &HeaderMap) -> Reply {
+        if headers.get(SESSION_ID).is_none() {
+            let mut r = status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "a standalone stream is opened in a session: initialize first",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let streams = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        if !streams {
+            return status(StatusCode::NOT_ACCEPTABLE, "accept text/event-stream");
+        }
+        let everything = serde_json::json!({"notifications": {"toolsListChanged": true}});
+        let l = self.gateway.listen(&Value::Null, &everything);
+        let note = protocol::notification("notifications/tools/list_changed", Value::Null);
+        self.changes(caller, None, Some(note), l.grown, l.upstream)
+    }
+
+    /// An event stream of `first`, then `note` each time `caller`'s found tools grow
+    /// (`grown`) or an upstream's served list changes (`upstream`); nothing more when
+    /// `note` is `None`. It ends with the client or at shutdown.
+    fn changes(
+        &self,
+        caller: &Caller,
+        first: Option<Vec<u8>>,
+        note: Option<Vec<u8>>,
+        mut grown: tokio::sync::broadcast::Receiver<Arc<str>>,
+        mut upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
+    ) -> Reply {
+        use tokio::sync::broadcast::error::RecvError;
+        let (who, mut stop) = (caller.key().to_owned(), self.stop.clone());
         let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
-            if body_tx.send(event(&ack)).await.is_err() {
+            if let Some(first) = first
+                && body_tx.send(event(&first)).await.is_err()
+            {
                 return;
             }
             loop {
-                tokio::select! {
+                let tell = tokio::select! {
                     () = body_tx.closed() => return,
                     () = async { let _ = stop.wait_for(|s| *s).await; } => return,
                     heard = grown.recv() => match heard {
-                        Ok(whose) if wants && *whose == *who => {
-                            let note = super::tools_changed(&id);
-                            if body_tx.send(event(&note)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        Ok(whose) => *whose == *who,
+                        Err(RecvError::Lagged(_)) => true,
+                        Err(RecvError::Closed) => return,
                     },
                     changed = async {
                         match upstream.as_mut() {
@@ -660,15 +699,17 @@ impl Front {
                             None => std::future::pending().await,
                         }
                     } => match changed {
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if wants => {
-                            let note = super::tools_changed(&id);
-                            if body_tx.send(event(&note)).await.is_err() {
-                                return;
-                            }
+                        Ok(_) | Err(RecvError::Lagged(_)) => true,
+                        Err(RecvError::Closed) => {
+                            upstream = None;
+                            false
                         }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => upstream = None,
                     },
+                };
+                if let (true, Some(note)) = (tell, &note)
+                    && body_tx.send(event(note)).await.is_err()
+                {
+                    return;
                 }
             }
         });

@@ -86,7 +86,14 @@ pub struct LockFile {
 pub struct LockedServer {
     pub launch: String,
     pub tools: BTreeMap<String, String>,
+    /// Its prompts' digests; absent in a lock written before prompts were locked, which
+    /// then constrains tools only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<BTreeMap<String, String>>,
 }
+
+/// Why a prompt the project's lock does not list as it is was held back.
+const LOCK_CHANGE: &str = "differs from the project's .mcp.lock";
 
 /// The outcome of checking one server's tools against its pins.
 #[derive(Debug, Default)]
@@ -395,23 +402,32 @@ impl PinStore {
     ) -> Result<(Vec<String>, Vec<Quarantined>), TrustError> {
         let _guard = crate::paths::lock_file(&self.path(spec).with_extension("lock"))
             .map_err(|e| TrustError::file(&self.path(spec), e))?;
+        // A project's lock that pins prompts constrains them as it does tools: a prompt
+        // it does not list as it is passes on no machine, first listing or not.
+        let locked = self.locked(spec)?.and_then(|l| l.prompts.clone());
+        let lock_ok = |name: &str, d: &str| {
+            locked
+                .as_ref()
+                .is_none_or(|l| l.get(name).is_some_and(|ld| ld == d))
+        };
+        let found = |name: &str| flagged.get(name).map(|f| format!("the guard found {f}"));
         // The file is made by the server's first tool discovery (which a listing always
         // follows); without it nothing is written here, so that discovery stays a first.
         let Some(mut file) = self.read(spec)? else {
-            let (flag, pass): (Vec<_>, Vec<_>) =
-                prompts.iter().partition(|(n, _)| flagged.contains_key(n));
-            let held = flag
-                .into_iter()
-                .map(|(n, _)| Quarantined {
-                    name: n.clone(),
-                    tool: n.clone(),
-                    change: format!(
-                        "the guard found {}",
-                        flagged.get(n).map(String::as_str).unwrap_or_default()
-                    ),
-                })
-                .collect();
-            return Ok((pass.into_iter().map(|(n, _)| n.clone()).collect(), held));
+            let (mut passed, mut held) = (Vec::new(), Vec::new());
+            for (name, v) in prompts {
+                let change = found(name)
+                    .or_else(|| (!lock_ok(name, &digest(v))).then(|| LOCK_CHANGE.to_owned()));
+                match change {
+                    None => passed.push(name.clone()),
+                    Some(change) => held.push(Quarantined {
+                        name: name.clone(),
+                        tool: name.clone(),
+                        change,
+                    }),
+                }
+            }
+            return Ok((passed, held));
         };
         let first = file.prompts.is_empty() && file.pending_prompts.is_empty();
         let before = (file.prompts.len(), file.pending_prompts.clone());
@@ -427,12 +443,13 @@ impl PinStore {
                 approved: false,
                 finding: finding.cloned(),
             };
+            let in_lock = lock_ok(name, &d);
             // A prompt the guard's findings flag passes only as a human approved it.
             match file.prompts.get(name) {
-                Some(p) if p.digest == d && (finding.is_none() || p.approved) => {
+                Some(p) if p.digest == d && in_lock && (finding.is_none() || p.approved) => {
                     passed.push(name.clone())
                 }
-                None if first && finding.is_none() => {
+                None if (first || locked.is_some()) && in_lock && finding.is_none() => {
                     file.prompts.insert(name.clone(), pin);
                     passed.push(name.clone());
                 }
@@ -445,6 +462,8 @@ impl PinStore {
                                 format!("{}; the guard found {f}", what_changed(&p.view, v))
                             }
                             (_, Some(f)) => format!("the guard found {f}"),
+                            (Some(p), None) if p.digest != d => what_changed(&p.view, v),
+                            (_, None) if !in_lock => LOCK_CHANGE.into(),
                             (Some(p), None) => what_changed(&p.view, v),
                             (None, None) => "new prompt".into(),
                         },
@@ -536,6 +555,12 @@ impl LockedServer {
                 .iter()
                 .map(|(k, p)| (k.clone(), p.digest.clone()))
                 .collect(),
+            prompts: Some(
+                file.prompts
+                    .iter()
+                    .map(|(k, p)| (k.clone(), p.digest.clone()))
+                    .collect(),
+            ),
         }
     }
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 mod matching;
 
 use super::TrustError;
-use crate::config::{FindingActions, ServerSpec, Transport};
+use crate::config::{FindingActions, Rules, ServerSpec, Transport};
 use crate::guard::AdapterSource;
 
 pub use crate::config::ToolPolicy;
@@ -98,6 +98,18 @@ pub struct Policy {
     /// Tools matching any of these `server/tool` globs are never offered or called.
     #[serde(default)]
     pub deny_tools: Vec<String>,
+    /// When present, only prompts matching one of these `server/prompt` globs are
+    /// offered.
+    pub allow_prompts: Option<Vec<String>>,
+    /// Prompts matching any of these `server/prompt` globs are never offered or got.
+    #[serde(default)]
+    pub deny_prompts: Vec<String>,
+    /// When present, only resources matching one of these `server/URI` globs (a
+    /// template by its URI template) are listed or read.
+    pub allow_resources: Option<Vec<String>>,
+    /// Resources matching any of these `server/URI` globs are never listed or read.
+    #[serde(default)]
+    pub deny_resources: Vec<String>,
     /// The largest tool result (bytes of JSON) accepted from any server.
     pub max_result_bytes: Option<u64>,
     /// What the guard's findings lead to (defaults: hold back high, warn of medium,
@@ -321,6 +333,14 @@ impl Policy {
         ToolPolicy {
             allow: self.allow_tools.clone(),
             deny: self.deny_tools.clone(),
+            prompts: Rules {
+                allow: self.allow_prompts.clone(),
+                deny: self.deny_prompts.clone(),
+            },
+            resources: Rules {
+                allow: self.allow_resources.clone(),
+                deny: self.deny_resources.clone(),
+            },
             max_result_bytes: self.max_result_bytes,
             findings: self.findings,
         }

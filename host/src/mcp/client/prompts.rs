@@ -78,6 +78,8 @@ impl SessionInner {
             })
             .collect();
         let flagged = accepted.flagged;
+        // The administrator's prompt rules: what they refuse is not offered at all.
+        out.retain(|p| s.spec.tool_policy.prompts.check(server, &p.name).is_ok());
         let Some(pins) = &self.opts.pins else {
             // No human can approve anything: a flagged prompt is simply held back.
             let (out, held): (Vec<Prompt>, Vec<Prompt>) = out
@@ -130,6 +132,18 @@ impl SessionInner {
         name: &str,
         arguments: &BTreeMap<String, String>,
     ) -> Result<PromptOutput, McpError> {
+        if let Err(list) = self
+            .server(server)?
+            .spec
+            .tool_policy
+            .prompts
+            .check(server, name)
+        {
+            return Err(McpError::Blocked {
+                server: server.to_owned(),
+                rule: format!("{list}_prompts"),
+            });
+        }
         let (listed, held) = self.prompts_checked(server).await?;
         if let Some(q) = held.iter().find(|q| q.name == name) {
             return Err(McpError::Quarantined {

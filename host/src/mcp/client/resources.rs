@@ -67,6 +67,10 @@ impl SessionInner {
         let mut out = Vec::with_capacity(accepted.items.len());
         for g in accepted.items {
             let Guarded::Resource(r) = g else { continue };
+            // The administrator's resource rules: what they refuse is not listed.
+            if s.spec.tool_policy.resources.check(server, &r.uri).is_err() {
+                continue;
+            }
             if let Some(f) = accepted.flagged.get(&r.uri) {
                 tracing::warn!(
                     server,
@@ -104,6 +108,12 @@ impl SessionInner {
             server: server.to_owned(),
             what: format!("resource at that address: {reason}"),
         })?;
+        if let Err(list) = s.spec.tool_policy.resources.check(server, uri) {
+            return Err(McpError::Blocked {
+                server: server.to_owned(),
+                rule: format!("{list}_resources"),
+            });
+        }
         let uri = uri.to_owned();
         let running = self.start(s).await?;
         let raw = running

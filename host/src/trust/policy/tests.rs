@@ -57,12 +57,36 @@ fn tool_rules_match_server_slash_tool() {
     let p = ToolPolicy {
         allow: Some(vec!["github/*".into()]),
         deny: vec!["*/delete_*".into()],
-        max_result_bytes: None,
-        findings: Default::default(),
+        ..ToolPolicy::default()
     };
     assert!(p.allows("github", "list_issues"));
     assert!(!p.allows("github", "delete_repo"));
     assert!(!p.allows("slack", "post"));
+}
+
+#[test]
+fn prompt_and_resource_rules_name_the_list_that_refused() {
+    let policy: Policy = serde_json::from_value(serde_json::json!({
+        "deny_prompts": ["*/admin_*"],
+        "allow_resources": ["docs/docs://*"],
+        "deny_resources": ["docs/docs://secret*"],
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rules = policy.tools();
+    assert_eq!(rules.prompts.check("gh", "review"), Ok(()));
+    assert_eq!(rules.prompts.check("gh", "admin_reset"), Err("deny"));
+    assert_eq!(rules.resources.check("docs", "docs://guide"), Ok(()));
+    assert_eq!(
+        rules.resources.check("docs", "docs://secret/x"),
+        Err("deny")
+    );
+    assert_eq!(
+        rules.resources.check("docs", "file:///etc/passwd"),
+        Err("allow")
+    );
+    assert_eq!(rules.resources.check("other", "docs://guide"), Err("allow"));
+    // No rules: everything passes.
+    assert_eq!(ToolPolicy::default().prompts.check("a", "b"), Ok(()));
 }
 
 #[test]
