@@ -630,23 +630,25 @@ impl Gateway {
 
     /// The input schema of tool `name` as `caller` is served it, if it is one (its
     /// `x-mcp-header` properties say which `Mcp-Param-*` headers a call must carry).
+    /// One server's list is read at most, the one a call would start anyway; a hashed
+    /// name whose server part was cut names none, and is not checked.
     pub(crate) async fn served_schema(&self, caller: &Caller, name: &str) -> Option<Value> {
-        if let Exposure::Transparent(server) = &self.exposure {
-            let tools = self.session.tools(server).await.ok()?;
-            return tools
-                .iter()
-                .find(|t| t.tool() == name)
-                .map(|t| t.input_schema().clone());
+        let schema = |t: &SanitizedTool| t.input_schema().clone();
+        match &self.exposure {
+            Exposure::Transparent(server) => {
+                let tools = self.session.tools(server).await.ok()?;
+                tools.iter().find(|t| t.tool() == name).map(schema)
+            }
+            _ if self.expose_all => {
+                let (server, _) = self.owner(name, "__")?;
+                let tools = self.session.tools(&server).await.ok()?;
+                tools.iter().find(|t| t.name() == name).map(schema)
+            }
+            _ => self
+                .search
+                .found_tool(caller.key(), name)
+                .map(|t| schema(&t)),
         }
-        let tools = if self.expose_all {
-            self.session.catalog().await.tools
-        } else {
-            self.search.found_by(caller.key())
-        };
-        tools
-            .iter()
-            .find(|t| t.name() == name)
-            .map(|t| t.input_schema().clone())
     }
 
     /// A `subscriptions/listen` stream for an HTTP client (request `id`): the

@@ -225,6 +225,17 @@ pub(crate) fn mcp_headers<'a>(
     headers
 }
 
+/// The `Mcp-Session-Id` a response's head hands out.
+fn session_id(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|_| l[16..].trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"))
+}
+
 /// The gateway's exit code once it has ended (at most 10 s; killed and failed after).
 fn exit_code(child: &mut Child, should: &str) -> Option<i32> {
     for _ in 0..100 {
@@ -251,14 +262,7 @@ fn a_session_id_is_one_the_gateway_sealed_or_it_is_refused() {
         "capabilities": {"elicitation": {}, "sampling": {}}}});
     let (code, head, body) = gw.post_in(None, hello);
     assert_eq!(code, 200, "{body}");
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("mcp-session-id: ")
-                .map(|_| l[16..].trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let session = session_id(&head);
     let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
     let (code, _, body) = gw.post_in(Some(&session), ping.clone());
     assert_eq!((code, body.contains("\"result\"")), (200, true), "{body}");
@@ -383,14 +387,7 @@ fn a_sessions_get_stream_hears_its_tool_list_grow() {
         "capabilities": {}}});
     let (code, head, body) = gw.post_in(None, hello);
     assert_eq!(code, 200, "{body}");
-    let session = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("mcp-session-id: ")
-                .map(|_| l[16..].trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let session = session_id(&head);
     let (code, _, _) = gw.exchange(
         "GET",
         &[("authorization", &auth), ("accept", "text/event-stream")],

@@ -172,7 +172,7 @@ impl Gateway {
 
     /// The configured server a served name belongs to (the longest whose name and `sep`
     /// begin it), and the rest.
-    fn owner<'a>(&self, name: &'a str, sep: &str) -> Option<(String, &'a str)> {
+    pub(super) fn owner<'a>(&self, name: &'a str, sep: &str) -> Option<(String, &'a str)> {
         self.session
             .server_names()
             .filter_map(|s| {

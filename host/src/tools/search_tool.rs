@@ -234,6 +234,11 @@ impl ToolSearch {
             .unwrap_or_default()
     }
 
+    /// The tool `user`'s searches found under `name`, if any.
+    pub fn found_tool(&self, user: &str, name: &str) -> Option<SanitizedTool> {
+        self.lock().found.get(user)?.get(name).cloned()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
