@@ -409,7 +409,7 @@ impl Gateway {
         match method {
             "server/discover" if stateless => Ok(json!({
                 "supportedVersions": supported(),
-                "capabilities": capabilities(&self.exposure, self.team.is_some()),
+                "capabilities": stateless_capabilities(&self.exposure, self.team.is_some()),
                 "instructions": self.instructions(),
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 // The list grows with each search: never reuse it.
@@ -727,6 +727,15 @@ async fn run_call_in(
             text_result(&format!("edgar could not encode the result: {e}"), true)
         })),
         Err(McpError::MissingCapability { capability, .. }) => Err(Refused::missing(capability)),
+        // A call its upstream made a task for a client that takes tasks fails as the
+        // task: that client reads `failed` and the error, not a tool result.
+        Err(e) if crate::mcp::task::escalated() => {
+            let code = match &e {
+                McpError::Server { code, .. } => *code,
+                _ => protocol::INTERNAL_ERROR,
+            };
+            Err((code, failure(&e)).into())
+        }
         Err(e) => Ok(text_result(&failure(&e), true)),
     }
 }
@@ -791,6 +800,14 @@ fn capabilities(exposure: &Exposure, team: bool) -> Value {
         Exposure::Transparent(_) => json!({"tools": {"listChanged": true}, "prompts": {},
             "resources": {"subscribe": true}, "logging": {}, "completions": {}}),
     }
+}
+
+/// What the gateway serves in the stateless era: the same, and tasks (an upstream's
+/// task is handed to a client that takes tasks as one of the gateway's, `http/tasks.rs`).
+fn stateless_capabilities(exposure: &Exposure, team: bool) -> Value {
+    let mut c = capabilities(exposure, team);
+    c["extensions"] = json!({(protocol::TASKS_EXTENSION): {}});
+    c
 }
 
 fn server_info() -> Value {

@@ -75,7 +75,7 @@ pub(crate) fn check_python_client(seen: &Value, mode: &str, version: &str) {
     assert_eq!(seen["bad"]["error"], true, "{mode}: {seen}");
 }
 
-const TOKEN: &str = "test-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// Runs `python_client.py` with `args` in `home`'s environment (plus `env`, and the
 /// gateway's token for HTTP): what it saw.
@@ -94,13 +94,13 @@ fn python_client(home: &std::path::Path, args: &[&str], env: &[(&str, &str)]) ->
 }
 
 /// `edgar mcp serve --http` on an ephemeral loopback port, and its URL.
-struct HttpGateway {
+pub(crate) struct HttpGateway {
     child: Child,
     url: String,
 }
 
 impl HttpGateway {
-    fn start(home: &std::path::Path, args: &[&str]) -> HttpGateway {
+    pub(crate) fn start(home: &std::path::Path, args: &[&str]) -> HttpGateway {
         let mut cmd = Command::new(EDGAR);
         cmd.args(["mcp", "serve", "--http", "127.0.0.1:0"])
             .args(args);
@@ -149,7 +149,7 @@ impl HttpGateway {
     }
 
     /// One raw HTTP/1.1 request: (status, response head, body).
-    fn exchange(
+    pub(crate) fn exchange(
         &self,
         method: &str,
         headers: &[(&str, &str)],
@@ -200,7 +200,7 @@ impl HttpGateway {
     }
 
     /// SIGTERM, as a user's Ctrl-C or a service manager ends it; its exit code.
-    fn stop(mut self) -> Option<i32> {
+    pub(crate) fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();

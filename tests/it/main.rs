@@ -27,5 +27,6 @@ mod sandbox;
 mod search;
 mod search_model;
 mod signals;
+mod tasks;
 mod team_gateway;
 mod trust;

@@ -450,6 +450,41 @@ async fn closing_the_session_cancels_a_task_in_flight() {
     assert!(procs_with_tag(&t).is_empty());
 }
 
+/// A call dropped while its task runs (a gateway's client cancelled the task it was
+/// handed) cancels the task at the server at once, not when the session closes.
+#[tokio::test]
+async fn a_task_nobody_waits_for_is_cancelled_at_once() {
+    let (dir, log, t) = wire("dropped-task");
+    let s = Arc::new(task_session(
+        dir.path(),
+        &log,
+        &t,
+        Duration::from_secs(3600),
+    ));
+    let call = {
+        let s = s.clone();
+        tokio::spawn(async move { echo(&s, "st__endless_task").await })
+    };
+    for _ in 0..50 {
+        if methods(&log).iter().any(|m| m == "tasks/get") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    call.abort();
+    let mut cancelled = false;
+    for _ in 0..50 {
+        cancelled = methods(&log).iter().any(|m| m == "tasks/cancel");
+        if cancelled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cancelled, "{:?}", methods(&log));
+    s.close().await;
+    assert!(procs_with_tag(&t).is_empty());
+}
+
 #[tokio::test]
 async fn a_tool_list_the_server_says_is_fresh_is_not_fetched_again() {
     let (dir, log, t) = wire("ttl");

@@ -13,13 +13,11 @@ use serde_json::{Value, json};
 use super::{Exposure, Gateway, Refused, Reply};
 use crate::guard::{ContentBlock, ResourceContents};
 use crate::mcp::McpError;
-use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::mcp::protocol::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::text::shown;
 
 /// The scheme and authority prefix of a served resource URI.
 const SCHEME: &str = "edgar://";
-/// JSON-RPC's code for an error inside the server (an upstream failure).
-const INTERNAL_ERROR: i64 = -32603;
 /// The code servers used for an unknown resource before SEP-2164 settled on -32602.
 const RESOURCE_NOT_FOUND: i64 = -32002;
 

@@ -38,6 +38,7 @@ use session::Sessions;
 mod modern;
 mod parked;
 pub mod session;
+mod tasks;
 mod team_routes;
 pub mod unix;
 
@@ -481,6 +482,10 @@ impl Front {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 self.listen(&caller, &id, &params)
             }
+            // The tasks this gateway handed out (`tasks.rs`).
+            Incoming::Request { id, method, params } if modern && method.starts_with("tasks/") => {
+                self.task_request(&caller, &id, &method, &params)
+            }
             // A stateless client's call may pause for its input (`parked.rs`).
             Incoming::Request { id, method, params }
                 if modern && matches!(method.as_str(), "tools/call" | "prompts/get") =>
@@ -629,6 +634,33 @@ impl Front {
 }
 
 impl Front {
+    /// `tasks/get`, `tasks/update` or `tasks/cancel` of a stateless client that declared
+    /// the tasks extension in the request (else -32021); the methods the extension's
+    /// revision removed (`tasks/result`, `tasks/list`) are not found.
+    fn task_request(&self, caller: &Caller, id: &Value, method: &str, params: &Value) -> Reply {
+        let reply = match method {
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                let declared = &params["_meta"][protocol::META_CLIENT_CAPABILITIES];
+                if Answers::declared(declared).tasks {
+                    self.parked.tasks.request(caller.key(), method, params)
+                } else {
+                    Err(super::refused::Refused::missing(protocol::TASKS_EXTENSION))
+                }
+            }
+            other => Err((
+                protocol::METHOD_NOT_FOUND,
+                format!("unknown method {other}"),
+            )
+                .into()),
+        };
+        let reply = match reply {
+            Ok(result) => protocol::response(id, result),
+            Err(refused) => refused.response(id),
+        };
+        let code = modern::error_code(&reply).map_or(StatusCode::OK, modern::status);
+        with_body(code, "application/json", reply)
+    }
+
     /// A `subscriptions/listen` stream: the acknowledgement, then a notification each
     /// time this caller's tool list grows or an upstream's served list changes (if it
     /// asked for that), until the client goes away or the gateway shuts down.

@@ -28,6 +28,8 @@ pub struct Answers {
     pub url: bool,
     pub sampling: bool,
     pub roots: bool,
+    /// The tasks extension: a call of this client may be handed back as a task.
+    pub tasks: bool,
 }
 
 impl Answers {
@@ -42,6 +44,7 @@ impl Answers {
             url: elicitation.is_some_and(|e| e.get("url").is_some_and(Value::is_object)),
             sampling: capabilities.get("sampling").is_some_and(Value::is_object),
             roots: capabilities.get("roots").is_some_and(Value::is_object),
+            tasks: capabilities["extensions"][crate::mcp::task::EXTENSION].is_object(),
         }
     }
 
@@ -143,7 +146,7 @@ impl Questions {
         given: Map<String, Value>,
     ) -> Asker {
         let given = Arc::new(Mutex::new(given));
-        Asker::new(who, move |server, asked| {
+        let asker = Asker::new(who, move |server, asked| {
             let (pauses, server, early) = (pauses.clone(), server.to_owned(), given.clone());
             Box::pin(async move {
                 if let Some(q) = asked.iter().find(|q| !answers.takes(q)) {
@@ -190,8 +193,13 @@ impl Questions {
                 }
                 Some(Ok(replies))
             })
-        })
-        .declaring(&answers.names())
+        });
+        let asker = asker.declaring(&answers.names());
+        if answers.tasks {
+            asker
+        } else {
+            asker.without_tasks()
+        }
     }
 
     /// Asks one question on `stream`: the client's outcome, or `Err(())` for none.

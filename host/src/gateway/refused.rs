@@ -17,12 +17,18 @@ pub(super) struct Refused {
 impl Refused {
     /// The client did not declare `capability`, which this request needs.
     pub(super) fn missing(capability: &str) -> Refused {
+        // An extension (a name with a slash) is declared under `extensions`.
+        let required = if capability.contains('/') {
+            json!({"extensions": {capability: {}}})
+        } else {
+            json!({capability: {}})
+        };
         Refused {
             code: MISSING_CAPABILITY,
             message: format!(
                 "this request needs the client's {capability} capability, which it did not declare"
             ),
-            data: Some(json!({"requiredCapabilities": {capability: {}}})),
+            data: Some(json!({"requiredCapabilities": required})),
         }
     }
 

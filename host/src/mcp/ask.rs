@@ -47,6 +47,10 @@ pub struct Asker {
     /// declared, when known: a stateless server is then told only of those, so it asks
     /// only what the caller can answer.
     declares: Option<Arc<[&'static str]>>,
+    /// Whether a server may make this caller's call a task (edgar follows it, or hands
+    /// it to a caller that takes tasks); `false` for a client of the stateless era
+    /// that did not declare the extension, so the server runs the call at once.
+    tasks: bool,
 }
 
 /// Every capability a server's question needs.
@@ -76,6 +80,7 @@ impl Asker {
             who: who.into(),
             ask: Arc::new(ask),
             declares: None,
+            tasks: true,
         }
     }
 
@@ -88,16 +93,34 @@ impl Asker {
         }
     }
 
+    /// The same asker, for a caller that does not take tasks.
+    pub fn without_tasks(self) -> Asker {
+        Asker {
+            tasks: false,
+            ..self
+        }
+    }
+
     /// `ours` (the client capabilities this host declares to a server) less the
-    /// question capabilities this caller did not declare; `None` when unknown.
+    /// question capabilities this caller did not declare, and less the tasks extension
+    /// when it takes none; `None` when nothing is known to take away.
     pub(crate) fn restrict(&self, ours: &Value) -> Option<Value> {
-        let declares = self.declares.as_ref()?;
+        if self.declares.is_none() && self.tasks {
+            return None;
+        }
         let mut out = ours.clone();
         if let Some(o) = out.as_object_mut() {
-            for c in QUESTION_CAPABILITIES {
-                if !declares.contains(&c) {
-                    o.remove(c);
+            if let Some(declares) = &self.declares {
+                for c in QUESTION_CAPABILITIES {
+                    if !declares.contains(&c) {
+                        o.remove(c);
+                    }
                 }
+            }
+            if !self.tasks
+                && let Some(e) = o.get_mut("extensions").and_then(Value::as_object_mut)
+            {
+                e.remove(super::task::EXTENSION);
             }
         }
         Some(out)
@@ -155,12 +178,26 @@ mod tests {
 
     #[test]
     fn a_server_is_told_only_what_the_caller_can_answer() {
-        let ours = serde_json::json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}, "extensions": {}});
+        let tasks = super::super::task::EXTENSION;
+        let ours = serde_json::json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {},
+                                      "extensions": {tasks: {}}});
         assert_eq!(asker("ada").restrict(&ours), None, "unknown: unchanged");
         let sampling_only = asker("ada").declaring(&["sampling"]);
         assert_eq!(
             sampling_only.restrict(&ours),
-            Some(serde_json::json!({"sampling": {}, "extensions": {}}))
+            Some(serde_json::json!({"sampling": {}, "extensions": {tasks: {}}}))
+        );
+        assert_eq!(
+            sampling_only.without_tasks().restrict(&ours),
+            Some(serde_json::json!({"sampling": {}, "extensions": {}})),
+            "a caller that takes no tasks: the server is not told edgar takes them"
+        );
+        assert_eq!(
+            asker("ada").without_tasks().restrict(&ours),
+            Some(
+                serde_json::json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {},
+                                    "extensions": {}})
+            )
         );
     }
 

@@ -109,6 +109,9 @@ pub(crate) struct Context {
     pub handler: Arc<dyn ClientHandler>,
 }
 
+/// A clone speaks on the same connection (one a task's cancellation outlives its
+/// caller with).
+#[derive(Clone)]
 pub(crate) struct Connection {
     server: String,
     outgoing: mpsc::Sender<Outbound>,

@@ -1,8 +1,7 @@
 //! The embedded default MCP server (`edgar mcp example-server`): read-only tools over
 //! the directory it runs in (list, read, search text) plus a clock, over stdio, and a
-//! few fixed prompts and resources (`content.rs`). It is
-//! the configured server when no config file exists, so a fresh install has something
-//! real to discover and call.
+//! few fixed prompts and resources (`content.rs`). It is the configured server when no
+//! config file exists, so a fresh install has something real to discover and call.
 //!
 //! It is deliberately small and synchronous: one request at a time, std I/O only. It
 //! speaks both protocol eras: a request whose `_meta` names a stateless version is
@@ -22,6 +21,7 @@ mod asking;
 mod changes;
 mod content;
 mod input;
+mod tasks;
 
 /// How long its (fixed) tool list stays fresh for a stateless client: an hour, so an
 /// upgraded edgar's tools are seen within one.
@@ -38,8 +38,7 @@ const DEFAULT_MATCHES: usize = 50;
 const SKIP_DIRS: &[&str] = &[".git", "target", "node_modules", ".venv", "__pycache__"];
 
 /// Serves MCP on stdin/stdout until stdin closes. With `conformance`, it also has the
-/// tools the official conformance suite's server scenarios call (`content.rs`,
-/// `asking.rs`).
+/// tools the conformance suite's server scenarios call (`content.rs`, `tasks.rs`, ...).
 pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
     let root = root.canonicalize()?;
     let mut stdout = std::io::stdout().lock();
@@ -52,6 +51,7 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
     let mut next_id: u64 = 1;
     // The `subscriptions/listen` request that hears list changes, once one came.
     let mut listening = None;
+    let mut tasks = tasks::Tasks::default();
     while let Some(m) = input.next()? {
         let Incoming::Request { id, method, params } = m else {
             continue;
@@ -63,13 +63,16 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
             let (mut notes, answered) = changes::hook(&method, &id, &params, &mut listening);
             notes.extend(content::progress(&method, &params));
             for n in notes {
-                stdout.write_all(&n)?;
-                stdout.write_all(b"\n")?;
+                send(&mut stdout, &n)?;
             }
-            stdout.flush()?;
             if answered {
                 continue;
             }
+        }
+        let tasked = conformance.then(|| tasks.answer(&id, &method, &params));
+        if let Some(reply) = tasked.flatten() {
+            send(&mut stdout, &reply)?;
+            continue;
         }
         let name = params["name"].as_str().unwrap_or("");
         let asks = (conformance && method == "tools/call")
@@ -108,11 +111,15 @@ pub fn serve(root: &Path, conformance: bool) -> std::io::Result<()> {
                 Err((code, msg)) => protocol::error_response(&id, code, &msg),
             },
         };
-        stdout.write_all(&reply)?;
-        stdout.write_all(b"\n")?;
-        stdout.flush()?;
+        send(&mut stdout, &reply)?;
     }
     Ok(())
+}
+
+fn send(out: &mut impl Write, message: &[u8]) -> std::io::Result<()> {
+    out.write_all(message)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// The client's messages, one at a time; those that came while the server waited for an
@@ -157,9 +164,7 @@ impl<R: BufRead> Input<R> {
         method: &str,
         params: Value,
     ) -> std::io::Result<Result<Value, String>> {
-        out.write_all(&protocol::request(id, method, params))?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+        send(out, &protocol::request(id, method, params))?;
         let mut held = VecDeque::new();
         let answer = loop {
             match self.next()? {
@@ -226,6 +231,7 @@ fn handle_era(
             l.extend(changes::tools());
             if stateless {
                 l.extend(input::tools().as_array().into_iter().flatten().cloned());
+                l.extend(tasks::tools());
             }
         }
         list
@@ -234,9 +240,13 @@ fn handle_era(
         "server/discover" if stateless => {
             let mut supported: Vec<&str> = MODERN.to_vec();
             supported.extend_from_slice(PROTOCOL);
+            let mut capabilities = content::capabilities();
+            if conformance {
+                capabilities["extensions"] = json!({(super::task::EXTENSION): {}});
+            }
             Ok(json!({
                 "supportedVersions": supported,
-                "capabilities": content::capabilities(),
+                "capabilities": capabilities,
                 "instructions": INSTRUCTIONS,
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 "ttlMs": LIST_TTL_MS, "cacheScope": "public",

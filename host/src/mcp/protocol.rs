@@ -43,6 +43,10 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// "Missing required client capability": the request needs a capability the client did
 /// not declare, named in `data.requiredCapabilities`.
 pub const MISSING_CAPABILITY: i64 = -32021;
+/// JSON-RPC's code for an error inside the server.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The tasks extension (`io.modelcontextprotocol/tasks`), as capabilities name it.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Largest JSON-RPC message read from a server (a stdio line, an HTTP body or event);
 /// longer fails the request, or on stdio the server.
@@ -90,7 +94,8 @@ pub struct RpcError {
     /// For [`UNSUPPORTED_PROTOCOL_VERSION`]: the versions the server says it speaks.
     pub supported: Vec<String>,
     /// For [`MISSING_CAPABILITY`]: the capability a server asks for, when it is one a
-    /// server's question needs (`elicitation`, `sampling`, `roots`).
+    /// server's question needs (`elicitation`, `sampling`, `roots`) or the tasks
+    /// extension ([`TASKS_EXTENSION`]).
     pub required: Option<&'static str>,
 }
 
@@ -185,6 +190,11 @@ fn classify_one(message: &RawValue) -> Result<Incoming, String> {
                         ["elicitation", "sampling", "roots"]
                             .into_iter()
                             .find(|c| caps.contains_key(*c))
+                            .or_else(|| {
+                                caps.get("extensions")
+                                    .and_then(|e| e.get(TASKS_EXTENSION))
+                                    .map(|_| TASKS_EXTENSION)
+                            })
                     }
                     _ => None,
                 };
@@ -379,6 +389,14 @@ mod tests {
             (
                 json!({"requiredCapabilities": {"sampling": {}}}),
                 Some("sampling"),
+            ),
+            (
+                json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}),
+                Some(TASKS_EXTENSION),
+            ),
+            (
+                json!({"requiredCapabilities": {"extensions": {"x/y": {}}}}),
+                None,
             ),
             (json!({"requiredCapabilities": {"teleport": {}}}), None),
             (json!("not an object"), None),

@@ -7,12 +7,14 @@
 //! so Ctrl-C in `edgar mcp call` stops the work at the server too.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::McpError;
 use super::connection::{ClientHandler, Connection};
@@ -20,7 +22,7 @@ use super::input;
 use crate::text::{shown, shown_message};
 
 /// The extension's name, as declared in the client's capabilities.
-pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub const EXTENSION: &str = super::protocol::TASKS_EXTENSION;
 /// Polling intervals honoured: a server cannot make edgar spin or sleep for an hour.
 const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(30);
@@ -66,6 +68,42 @@ pub(crate) fn is_task(result: &str) -> bool {
     serde_json::from_str::<Kind<'_>>(result).is_ok_and(|k| k.result_type == Some("task"))
 }
 
+/// Set around a call whose caller takes tasks itself (a gateway's client that declared
+/// the extension): told when the server makes the call a task, so that caller can be
+/// handed a task of its own at once while edgar follows the server's to its end.
+#[derive(Clone)]
+pub struct Escalation {
+    told: mpsc::Sender<()>,
+    fired: Arc<AtomicBool>,
+}
+
+tokio::task_local! {
+    pub static ESCALATION: Escalation;
+}
+
+impl Escalation {
+    /// A hook, and where it is heard (once).
+    pub fn new() -> (Escalation, mpsc::Receiver<()>) {
+        let (told, heard) = mpsc::channel(1);
+        let fired = Arc::new(AtomicBool::new(false));
+        (Escalation { told, fired }, heard)
+    }
+
+    fn fire(&self) {
+        if !self.fired.swap(true, Ordering::Relaxed) {
+            let _ = self.told.try_send(());
+        }
+    }
+}
+
+/// Whether the call running now became a task for a caller that takes tasks: its
+/// failure is then the task's (`failed`), not a tool result.
+pub fn escalated() -> bool {
+    ESCALATION
+        .try_with(|e| e.fired.load(Ordering::Relaxed))
+        .unwrap_or(false)
+}
+
 /// The tasks a session follows, per server, so closing it can cancel them.
 #[derive(Default)]
 pub(crate) struct Tasks {
@@ -86,6 +124,32 @@ impl Tasks {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A followed task, forgotten when its following ends; cancelled at the server when
+/// that following was dropped before the task ended.
+struct Left<'a> {
+    conn: &'a Connection,
+    tasks: &'a Tasks,
+    id: &'a str,
+    finished: bool,
+}
+
+impl Drop for Left<'_> {
+    fn drop(&mut self) {
+        lock(&self.tasks.ids).remove(self.id);
+        if self.finished {
+            return;
+        }
+        let (conn, id) = (self.conn.clone(), self.id.to_owned());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = conn
+                    .request("tasks/cancel", json!({"taskId": id}), CANCEL_TIMEOUT)
+                    .await;
+            });
+        }
+    }
 }
 
 /// What following a task needs.
@@ -111,6 +175,15 @@ impl Follow<'_> {
             return Err(self.bad("its task id is empty or too long".into()));
         }
         lock(&self.tasks.ids).insert(id.clone());
+        let _ = ESCALATION.try_with(Escalation::fire);
+        // Dropped unfinished (the caller gave up: a client cancelled its task), the task
+        // is cancelled at the server too.
+        let mut left = Left {
+            conn: self.conn,
+            tasks: self.tasks,
+            id: &id,
+            finished: false,
+        };
         let outcome = tokio::time::timeout(self.deadline, self.poll(&id, created)).await;
         let outcome = match outcome {
             Ok(r) => r,
@@ -126,7 +199,7 @@ impl Follow<'_> {
                 })
             }
         };
-        lock(&self.tasks.ids).remove(&id);
+        left.finished = true;
         outcome
     }
 
@@ -213,5 +286,33 @@ impl Follow<'_> {
             server: self.server.to_owned(),
             reason,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_caller_that_takes_tasks_hears_once_that_its_call_became_one() {
+        assert!(!escalated(), "outside any call");
+        let (hook, mut heard) = Escalation::new();
+        let inside = ESCALATION.scope(hook, async {
+            assert!(!escalated(), "not yet a task");
+            let _ = ESCALATION.try_with(Escalation::fire);
+            let _ = ESCALATION.try_with(Escalation::fire);
+            escalated()
+        });
+        assert!(inside.await);
+        assert_eq!(heard.recv().await, Some(()));
+        assert_eq!(heard.recv().await, None, "told once");
+    }
+
+    #[test]
+    fn only_a_task_handle_is_a_task() {
+        assert!(is_task(r#"{"resultType":"task","taskId":"t"}"#));
+        assert!(!is_task(r#"{"resultType":"complete","content":[]}"#));
+        assert!(!is_task(r#"{"content":[]}"#));
+        assert!(!is_task("not json"));
     }
 }

@@ -161,6 +161,7 @@ impl Routing {
         let named = match method {
             "tools/call" | "prompts/get" => params.get("name"),
             "resources/read" => params.get("uri"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params.get("taskId"),
             _ => None,
         };
         if let Some(named) = named.and_then(Value::as_str)

@@ -22,31 +22,37 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::tasks::Tasks;
 use super::{Front, Reply, Streamed, event, modern, with_body};
 use crate::gateway::Caller;
 use crate::gateway::elicit::ANSWER_TIMEOUT;
 use crate::gateway::questions::{Answers, Pause, Questions};
 use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, INVALID_PARAMS};
+use crate::mcp::task::{ESCALATION, Escalation};
 use crate::trust::audit::TRACE;
 
-/// Paused calls, by the token handed out.
+/// Paused calls, by the token handed out; and calls their upstream made tasks
+/// (`tasks.rs`), which outlive their request too.
 #[derive(Default)]
 pub struct Parked {
     calls: Mutex<HashMap<String, Paused>>,
+    pub(super) tasks: Arc<Tasks>,
 }
 
 /// A call running for a stateless client: what it says, and the call itself (ended
 /// when this is dropped: nobody will hear its end).
 pub struct Running {
-    notes: mpsc::Receiver<Vec<u8>>,
-    pauses: mpsc::Receiver<Pause>,
-    call: Call,
+    pub(super) notes: mpsc::Receiver<Vec<u8>>,
+    pub(super) pauses: mpsc::Receiver<Pause>,
+    /// Told when the upstream made the call a task, for a client that takes tasks.
+    pub(super) tasked: Option<mpsc::Receiver<()>>,
+    pub(super) call: Call,
 }
 
 /// The call's future: polled by the request waiting for it, until it pauses and must
 /// outlive that request; then a task of its own.
-enum Call {
+pub(super) enum Call {
     Inline(Pin<Box<dyn Future<Output = Vec<u8>> + Send>>),
     Task {
         done: oneshot::Receiver<Vec<u8>>,
@@ -101,11 +107,13 @@ struct Paused {
 }
 
 /// What a running call did next.
-enum Next {
+pub(super) enum Next {
     /// It ended with this reply (empty: its task died).
     Reply(Vec<u8>),
     /// It asks the client.
     Ask(Pause),
+    /// Its upstream made it a task (the client takes tasks).
+    Tasked,
 }
 
 impl Parked {
@@ -158,13 +166,27 @@ impl Front {
         let (pauses_tx, pauses) = mpsc::channel::<Pause>(1);
         let gateway = self.gateway.clone();
         let asker = Questions::pausing(caller.key(), answers, pauses_tx, given);
+        // A client that takes tasks is handed one when the upstream makes its call one.
+        let (escalation, tasked) = match answers.tasks && method == "tools/call" {
+            true => {
+                let (e, heard) = Escalation::new();
+                (Some(e), Some(heard))
+            }
+            false => (None, None),
+        };
         let (who, request) = (caller.clone(), id.clone());
-        // The call may outlive this request (paused), so what it was scoped with goes
-        // along with it.
+        // The call may outlive this request (paused, or a task), so what it was scoped
+        // with goes along with it.
         let trace = TRACE.try_with(Clone::clone).ok();
         let call = async move {
             let answer = gateway.answer(&who, &request, &method, params, &notes_tx);
             let answer = ASKER.scope(asker, answer);
+            let answer = async move {
+                match escalation {
+                    Some(e) => ESCALATION.scope(e, answer).await,
+                    None => answer.await,
+                }
+            };
             match trace {
                 Some(t) => TRACE.scope(t, answer).await,
                 None => answer.await,
@@ -173,6 +195,7 @@ impl Front {
         let running = Running {
             notes,
             pauses,
+            tasked,
             call: Call::Inline(Box::pin(call)),
         };
         self.drive(&caller, &tool, id, running, false).await
@@ -235,7 +258,7 @@ impl Front {
         let first = tokio::select! {
             biased;
             Some(note) = running.notes.recv() => Err(note),
-            next = next(&mut running.call, &mut running.pauses) => Ok(next),
+            next = next(&mut running.call, &mut running.pauses, &mut running.tasked) => Ok(next),
         };
         let first = match first {
             Ok(next) => next,
@@ -284,7 +307,7 @@ impl Front {
                             return;
                         }
                     }
-                    next = next(&mut running.call, &mut running.pauses) => break next,
+                    next = next(&mut running.call, &mut running.pauses, &mut running.tasked) => break next,
                 }
             };
             let reply = settle(&parked, &who, &tool, &id, running, last, resumed);
@@ -316,6 +339,10 @@ fn settle(
         }
         Next::Reply(reply) if resumed => with_id(&reply, id),
         Next::Reply(reply) => reply,
+        Next::Tasked => match parked.tasks.adopt(who, running) {
+            Ok(created) => protocol::response(id, created),
+            Err(refused) => refused.response(id),
+        },
         Next::Ask(Pause { requests, resume }) => {
             let mut running = running;
             running.call.detach();
@@ -336,11 +363,26 @@ fn settle(
     }
 }
 
-/// What the call does next: its reply, or questions.
-async fn next(call: &mut Call, pauses: &mut mpsc::Receiver<Pause>) -> Next {
+/// What the call does next: its reply, questions, or becoming a task.
+pub(super) async fn next(
+    call: &mut Call,
+    pauses: &mut mpsc::Receiver<Pause>,
+    tasked: &mut Option<mpsc::Receiver<()>>,
+) -> Next {
+    let escalated = async {
+        match tasked.as_mut() {
+            Some(rx) => {
+                if rx.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
         reply = call.reply() => Next::Reply(reply),
         Some(pause) = pauses.recv() => Next::Ask(pause),
+        () = escalated => Next::Tasked,
     }
 }
 
@@ -393,6 +435,7 @@ mod tests {
         let running = Running {
             notes,
             pauses,
+            tasked: None,
             call,
         };
         let p = Paused {

@@ -60,6 +60,8 @@ impl Sessions {
             url: letters.contains(&b'u'),
             sampling: letters.contains(&b's'),
             roots: letters.contains(&b'r'),
+            // A session of the handshake era has no task surface: edgar follows tasks.
+            tasks: false,
         })
     }
 }
@@ -76,6 +78,7 @@ mod tests {
             url: false,
             sampling: true,
             roots: true,
+            tasks: false,
         };
         let id = sessions.issue("ada", all).unwrap_or_default();
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");

@@ -13,6 +13,7 @@ const ALL: Answers = Answers {
     url: true,
     sampling: true,
     roots: true,
+    tasks: true,
 };
 
 #[test]
