@@ -33,6 +33,7 @@ use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 mod content;
 pub mod elicit;
 pub mod http;
+mod news;
 pub mod per_user;
 pub mod questions;
 mod refused;
@@ -128,6 +129,10 @@ pub struct Gateway {
     questions: Arc<questions::Questions>,
     /// Whose served tool list grew, for the HTTP clients' `subscriptions/listen` streams.
     grown: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// Served URIs each caller subscribed to, for its handshake-era streams.
+    subscribed: news::Subscribed,
+    /// Open `subscriptions/listen` requests of a stdio client for servers' news.
+    watchers: Mutex<Vec<(Value, news::Wants)>>,
 }
 
 /// A listen stream's sources: see [`Gateway::listen`].
@@ -138,6 +143,8 @@ pub(crate) struct Listening {
     pub grown: tokio::sync::broadcast::Receiver<Arc<str>>,
     /// Which upstream's own tool list changed.
     pub upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
+    /// Servers' resource and prompt news, if the stream hears any.
+    pub news: Option<news::Watch>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -194,6 +201,8 @@ impl Gateway {
             listeners: Mutex::default(),
             questions: Arc::default(),
             grown: tokio::sync::broadcast::channel(64).0,
+            subscribed: news::Subscribed::default(),
+            watchers: Mutex::default(),
         })
     }
 
@@ -213,6 +222,7 @@ impl Gateway {
     {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
         let writer = tokio::spawn(write_all(rx, output));
+        let forward = self.serves_news().then(|| self.forward_news(tx.clone()));
         let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
         // What the client said at `initialize` it can answer of upstream servers' questions.
         let mut answers = questions::Answers::default();
@@ -256,6 +266,9 @@ impl Gateway {
         for (_, task) in lock(&running).drain() {
             task.abort();
         }
+        if let Some(f) = forward {
+            f.abort();
+        }
         drop(tx);
         let _ = writer.await;
         result
@@ -272,7 +285,10 @@ impl Gateway {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 // Never answered: it stays open until the client cancels it, and carries
                 // the notifications it asked for (tool list changes, here).
-                let (ack, wants) = listened(&id, &params);
+                let (ack, wants, news) = self.listened(&id, &params);
+                if let Some(news) = news {
+                    lock(&self.watchers).push((id.clone(), news));
+                }
                 if wants {
                     lock(&self.listeners).push(id);
                 }
@@ -308,6 +324,7 @@ impl Gateway {
                     && let Some(id) = params.get("requestId")
                 {
                     lock(&self.listeners).retain(|l| l != id);
+                    lock(&self.watchers).retain(|(l, _)| l != id);
                     if let Some(task) = lock(running).remove(&id.to_string()) {
                         task.abort();
                     }
@@ -477,10 +494,14 @@ impl Gateway {
             "resources/list" if self.expose_all => self.resources_list().await,
             "resources/templates/list" if self.expose_all => self.templates_list().await,
             "resources/read" if self.expose_all => self.resources_read(params).await,
-            "completion/complete"
-            | "logging/setLevel"
-            | "resources/subscribe"
-            | "resources/unsubscribe" => self.pass_on(method, params).await,
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let reply = self.pass_on(method, params).await;
+                if reply.is_ok() {
+                    self.subscribe(caller.key(), params, method == "resources/subscribe");
+                }
+                reply
+            }
+            "completion/complete" | "logging/setLevel" => self.pass_on(method, params).await,
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}")).into()),
         }
     }
@@ -654,7 +675,7 @@ impl Gateway {
     /// A `subscriptions/listen` stream for an HTTP client (request `id`): the
     /// acknowledgement, whether it asked for tool list changes, and where they are heard.
     pub(crate) fn listen(&self, id: &Value, params: &Value) -> Listening {
-        let (ack, wants) = listened(id, params);
+        let (ack, wants, news) = self.listened(id, params);
         Listening {
             ack,
             wants,
@@ -662,7 +683,22 @@ impl Gateway {
             // An upstream's own change reaches every client only where the served list
             // is the upstreams' (not found tools, which are each caller's).
             upstream: self.expose_all.then(|| self.session.tools_changed()),
+            news: news.map(|wants| news::Watch {
+                wants: Some(wants),
+                heard: self.session.news(),
+                subscription: Some(id.clone()),
+            }),
         }
+    }
+
+    /// The news a handshake-era session's stream hears: list changes, and the updates
+    /// of what its caller subscribed to.
+    pub(crate) fn session_news(&self) -> Option<news::Watch> {
+        self.serves_news().then(|| news::Watch {
+            wants: None,
+            heard: self.session.news(),
+            subscription: None,
+        })
     }
 
     /// Says the served list grew: unasked to a client that initialized (the handshake
@@ -763,18 +799,6 @@ fn failure(e: &McpError) -> String {
     crate::text::shown_message(&e.to_string())
 }
 
-/// The acknowledgement of a `subscriptions/listen` request, and whether it asked for tool
-/// list changes (the only notification a listener hears from the gateway).
-fn listened(id: &Value, params: &Value) -> (Vec<u8>, bool) {
-    let wants = params["notifications"]["toolsListChanged"] == true;
-    let ack = json!({
-        "_meta": {(META_SUBSCRIPTION_ID): id},
-        "notifications": {"toolsListChanged": wants},
-    });
-    let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
-    (ack, wants)
-}
-
 /// The notification a listener `id` hears when its tool list grew.
 pub(crate) fn tools_changed(id: &Value) -> Vec<u8> {
     protocol::notification(
@@ -787,18 +811,22 @@ fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
-/// What the gateway serves: tools, with `--expose all` prompts and resources too, and
-/// for one server transparently also subscriptions, logging and completion; to a team,
-/// tools only (its policy covers nothing else yet).
+/// What the gateway serves: tools, with `--expose all` prompts and resources too (and
+/// their servers' list changes, `news.rs`), and for one server transparently also
+/// subscriptions, logging and completion; to a team, tools only (its policy covers
+/// nothing else yet).
 fn capabilities(exposure: &Exposure, team: bool) -> Value {
     if team {
         return json!({"tools": {"listChanged": true}});
     }
     match exposure {
         Exposure::Search => json!({"tools": {"listChanged": true}}),
-        Exposure::All => json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}}),
-        Exposure::Transparent(_) => json!({"tools": {"listChanged": true}, "prompts": {},
-            "resources": {"subscribe": true}, "logging": {}, "completions": {}}),
+        Exposure::All => json!({"tools": {"listChanged": true},
+            "prompts": {"listChanged": true}, "resources": {"listChanged": true}}),
+        Exposure::Transparent(_) => json!({"tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {}, "completions": {}}),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod example_server;
 pub mod http;
 pub mod hygiene;
 pub(crate) mod input;
+pub mod news;
 pub mod protocol;
 pub mod sandbox;
 pub(crate) mod stdio;

@@ -137,7 +137,7 @@ impl HttpGateway {
         }
     }
 
-    fn authority(&self) -> &str {
+    pub(crate) fn authority(&self) -> &str {
         let rest = self.url.trim_start_matches("http://");
         rest.split('/').next().unwrap_or(rest)
     }
@@ -923,17 +923,17 @@ fn over_http_refusals_close_the_connection_and_ambiguous_headers_are_refused() {
 }
 
 /// `edgar mcp serve` driven one line at a time.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     input: Option<ChildStdin>,
     output: BufReader<ChildStdout>,
-    notifications: Vec<Value>,
+    pub(crate) notifications: Vec<Value>,
     /// The stateless era's `_meta`, stamped on every request; `None` after `initialize`.
     meta: Option<Value>,
 }
 
 impl Driver {
-    fn start(home: &std::path::Path, args: &[&str]) -> Driver {
+    pub(crate) fn start(home: &std::path::Path, args: &[&str]) -> Driver {
         Driver::spawn(home, args, true, &[])
     }
 
@@ -976,7 +976,7 @@ impl Driver {
         d
     }
 
-    fn send(&mut self, mut message: Value) {
+    pub(crate) fn send(&mut self, mut message: Value) {
         if let Some(meta) = &self.meta
             && message.get("id").is_some()
         {
@@ -991,7 +991,7 @@ impl Driver {
 
     /// Reads until the answer to `id`, keeping notifications and failing on any other
     /// answer (a cancelled request must never be answered).
-    fn answer(&mut self, id: u64) -> Value {
+    pub(crate) fn answer(&mut self, id: u64) -> Value {
         loop {
             let mut line = String::new();
             let n = self
@@ -1019,7 +1019,7 @@ impl Driver {
     }
 
     /// Closes its input and waits for it to exit (at most 10 s).
-    fn finish(mut self) -> Option<i32> {
+    pub(crate) fn finish(mut self) -> Option<i32> {
         drop(self.input.take());
         exit_code(&mut self.child, "exit at the end of its input")
     }

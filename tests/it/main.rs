@@ -21,6 +21,7 @@ mod mcp_machine;
 mod mcp_real;
 mod mcp_stateless;
 mod mcp_stdio;
+mod news;
 mod postgres;
 mod replicas;
 mod sandbox;

@@ -237,7 +237,7 @@ impl Gateway {
 
     /// A resource's served URI: its own, transparently; else `edgar://SERVER/` and its
     /// URI percent-encoded.
-    fn served_uri(&self, server: &str, uri: &str) -> String {
+    pub(super) fn served_uri(&self, server: &str, uri: &str) -> String {
         match &self.exposure {
             Exposure::Transparent(_) => uri.to_owned(),
             _ => served_uri(server, uri),

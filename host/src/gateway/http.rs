@@ -37,6 +37,7 @@ use session::Sessions;
 
 mod modern;
 mod parked;
+mod running;
 pub mod session;
 mod tasks;
 mod team_routes;
@@ -665,9 +666,10 @@ impl Front {
     /// time this caller's tool list grows or an upstream's served list changes (if it
     /// asked for that), until the client goes away or the gateway shuts down.
     fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
-        let l = self.gateway.listen(id, params);
+        let mut l = self.gateway.listen(id, params);
         let note = l.wants.then(|| super::tools_changed(id));
-        self.changes(caller, Some(l.ack), note, l.grown, l.upstream)
+        let ack = std::mem::take(&mut l.ack);
+        self.changes(caller, Some(ack), note, l)
     }
 
     /// A standalone GET stream, for a client in a session (the handshake era's way to
@@ -691,9 +693,10 @@ impl Front {
             return status(StatusCode::NOT_ACCEPTABLE, "accept text/event-stream");
         }
         let everything = serde_json::json!({"notifications": {"toolsListChanged": true}});
-        let l = self.gateway.listen(&Value::Null, &everything);
+        let mut l = self.gateway.listen(&Value::Null, &everything);
+        l.news = self.gateway.session_news();
         let note = protocol::notification("notifications/tools/list_changed", Value::Null);
-        self.changes(caller, None, Some(note), l.grown, l.upstream)
+        self.changes(caller, None, Some(note), l)
     }
 
     /// An event stream of `first`, then `note` each time `caller`'s found tools grow
@@ -704,11 +707,17 @@ impl Front {
         caller: &Caller,
         first: Option<Vec<u8>>,
         note: Option<Vec<u8>>,
-        mut grown: tokio::sync::broadcast::Receiver<Arc<str>>,
-        mut upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
+        sources: super::Listening,
     ) -> Reply {
         use tokio::sync::broadcast::error::RecvError;
+        let super::Listening {
+            mut grown,
+            mut upstream,
+            mut news,
+            ..
+        } = sources;
         let (who, mut stop) = (caller.key().to_owned(), self.stop.clone());
+        let gateway = self.gateway.clone();
         let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
             if let Some(first) = first
@@ -724,6 +733,28 @@ impl Front {
                         Ok(whose) => *whose == *who,
                         Err(RecvError::Lagged(_)) => true,
                         Err(RecvError::Closed) => return,
+                    },
+                    // Servers' resource and prompt news, as this stream asked for it.
+                    told = async {
+                        match news.as_mut() {
+                            Some(w) => w.heard.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        let message = match (told, news.as_ref()) {
+                            (Ok(n), Some(w)) => gateway.tell(&who, w, &n),
+                            (Err(RecvError::Closed), _) => {
+                                news = None;
+                                None
+                            }
+                            _ => None,
+                        };
+                        if let Some(m) = message
+                            && body_tx.send(event(&m)).await.is_err()
+                        {
+                            return;
+                        }
+                        false
                     },
                     changed = async {
                         match upstream.as_mut() {

@@ -120,7 +120,7 @@ impl Asker {
             if !self.tasks
                 && let Some(e) = o.get_mut("extensions").and_then(Value::as_object_mut)
             {
-                e.remove(super::task::EXTENSION);
+                e.remove(super::protocol::TASKS_EXTENSION);
             }
         }
         Some(out)
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_server_is_told_only_what_the_caller_can_answer() {
-        let tasks = super::super::task::EXTENSION;
+        let tasks = super::super::protocol::TASKS_EXTENSION;
         let ours = serde_json::json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {},
                                       "extensions": {tasks: {}}});
         assert_eq!(asker("ada").restrict(&ours), None, "unknown: unchanged");

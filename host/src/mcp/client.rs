@@ -209,6 +209,8 @@ pub struct SessionInner {
     /// Each server whose tools changed while it ran (its own word, re-listed and
     /// guarded), for whoever serves the list on.
     changed: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// What running servers say changed besides their tools.
+    news: tokio::sync::broadcast::Sender<super::news::News>,
 }
 
 struct Server {
@@ -285,6 +287,7 @@ impl Session {
         Session(Arc::new(SessionInner {
             background: Mutex::new(Vec::new()),
             changed: tokio::sync::broadcast::channel(16).0,
+            news: tokio::sync::broadcast::channel(64).0,
             generation: generation.clone(),
             servers: config
                 .servers
@@ -363,6 +366,12 @@ impl SessionInner {
     /// list passed the guard and the pins.
     pub fn tools_changed(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
         self.changed.subscribe()
+    }
+
+    /// Hears what running servers say changed besides their tools (a watched resource,
+    /// their resource or prompt list), as they say it.
+    pub fn news(&self) -> tokio::sync::broadcast::Receiver<super::news::News> {
+        self.news.subscribe()
     }
 
     pub fn generation(&self) -> u64 {

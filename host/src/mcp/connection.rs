@@ -107,6 +107,8 @@ impl ClientHandler for NoHandler {}
 pub(crate) struct Context {
     pub roots: Vec<PathBuf>,
     pub handler: Arc<dyn ClientHandler>,
+    /// Where the server's news (resource and prompt changes) goes, if anywhere.
+    pub news: Option<tokio::sync::broadcast::Sender<super::news::News>>,
 }
 
 /// A clone speaks on the same connection (one a task's cancellation outlives its

@@ -9,8 +9,6 @@
 //! that names nothing here (altered, used, expired, another replica's) is refused.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -20,8 +18,8 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::AbortHandle;
 
+use super::running::{Call, Next, Running, next};
 use super::tasks::Tasks;
 use super::{Front, Reply, Streamed, event, modern, with_body};
 use crate::gateway::Caller;
@@ -40,60 +38,6 @@ pub struct Parked {
     pub(super) tasks: Arc<Tasks>,
 }
 
-/// A call running for a stateless client: what it says, and the call itself (ended
-/// when this is dropped: nobody will hear its end).
-pub struct Running {
-    pub(super) notes: mpsc::Receiver<Vec<u8>>,
-    pub(super) pauses: mpsc::Receiver<Pause>,
-    /// Told when the upstream made the call a task, for a client that takes tasks.
-    pub(super) tasked: Option<mpsc::Receiver<()>>,
-    pub(super) call: Call,
-}
-
-/// The call's future: polled by the request waiting for it, until it pauses and must
-/// outlive that request; then a task of its own.
-pub(super) enum Call {
-    Inline(Pin<Box<dyn Future<Output = Vec<u8>> + Send>>),
-    Task {
-        done: oneshot::Receiver<Vec<u8>>,
-        task: AbortHandle,
-    },
-}
-
-impl Call {
-    /// The call's reply (empty if its task died).
-    async fn reply(&mut self) -> Vec<u8> {
-        match self {
-            Call::Inline(call) => call.as_mut().await,
-            Call::Task { done, .. } => done.await.unwrap_or_default(),
-        }
-    }
-
-    /// The call as a task, so it goes on without the request that began it.
-    fn detach(&mut self) {
-        let Call::Inline(call) = self else {
-            return;
-        };
-        let call = std::mem::replace(call, Box::pin(async { Vec::new() }));
-        let (tx, done) = oneshot::channel();
-        let task = tokio::spawn(async move {
-            let _ = tx.send(call.await);
-        });
-        *self = Call::Task {
-            done,
-            task: task.abort_handle(),
-        };
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Call::Task { task, .. } = &self.call {
-            task.abort();
-        }
-    }
-}
-
 struct Paused {
     who: Arc<str>,
     tool: String,
@@ -104,16 +48,6 @@ struct Paused {
     resume: oneshot::Sender<Map<String, Value>>,
     running: Running,
     since: Instant,
-}
-
-/// What a running call did next.
-pub(super) enum Next {
-    /// It ended with this reply (empty: its task died).
-    Reply(Vec<u8>),
-    /// It asks the client.
-    Ask(Pause),
-    /// Its upstream made it a task (the client takes tasks).
-    Tasked,
 }
 
 impl Parked {
@@ -360,29 +294,6 @@ fn settle(
                 None => protocol::error_response(id, -32603, "edgar could not make a requestState"),
             }
         }
-    }
-}
-
-/// What the call does next: its reply, questions, or becoming a task.
-pub(super) async fn next(
-    call: &mut Call,
-    pauses: &mut mpsc::Receiver<Pause>,
-    tasked: &mut Option<mpsc::Receiver<()>>,
-) -> Next {
-    let escalated = async {
-        match tasked.as_mut() {
-            Some(rx) => {
-                if rx.recv().await.is_none() {
-                    std::future::pending::<()>().await;
-                }
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        reply = call.reply() => Next::Reply(reply),
-        Some(pause) = pauses.recv() => Next::Ask(pause),
-        () = escalated => Next::Tasked,
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::parked::{Next, Running, next};
+use super::running::{Next, Running, next};
 use crate::gateway::refused::Refused;
 use crate::mcp::protocol::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 
@@ -300,7 +300,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::gateway::http::parked::Call;
+    use crate::gateway::http::running::Call;
     use crate::gateway::questions::Pause;
 
     /// A running call made by `make`, which is handed where its questions go.

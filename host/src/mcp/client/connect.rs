@@ -102,6 +102,7 @@ impl SessionInner {
         let ctx = Context {
             roots: vec![self.opts.cwd.clone()],
             handler: self.opts.handler.clone(),
+            news: Some(self.news.clone()),
         };
         match &spec.transport {
             Transport::Stdio {

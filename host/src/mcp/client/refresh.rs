@@ -61,7 +61,8 @@ impl SessionInner {
         let running = running.clone();
         let server = server.to_owned();
         let task = tokio::spawn(async move {
-            let params = json!({"notifications": {"toolsListChanged": true}});
+            let params = json!({"notifications": {"toolsListChanged": true,
+                "promptsListChanged": true, "resourcesListChanged": true}});
             for attempt in 0..LISTEN_ATTEMPTS {
                 if attempt > 0 {
                     tokio::time::sleep(LISTEN_RETRY * attempt).await;

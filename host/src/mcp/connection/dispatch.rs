@@ -62,7 +62,15 @@ pub(super) async fn dispatch(
                     let _ = outgoing.send(Outbound::reply(reply)).await;
                 }
                 Incoming::Notification { method, params } => {
-                    notification(&server, &method, &params, &shared)
+                    match (
+                        &ctx.news,
+                        crate::mcp::news::heard(&server, &method, &params),
+                    ) {
+                        // Nobody listening: nothing is kept.
+                        (Some(news), Some(heard)) => drop(news.send(heard)),
+                        (None, Some(_)) => {}
+                        (_, None) => notification(&server, &method, &params, &shared),
+                    }
                 }
             }
         }

@@ -1,7 +1,9 @@
 //! The conformance suite's list-change hook (with `--conformance` only):
 //! `test_trigger_tool_change` adds a tool, or takes it away again, and says so
 //! (`notifications/tools/list_changed`), tagged for the client's `subscriptions/listen`
-//! stream when it opened one.
+//! stream when it opened one; `test_trigger_prompt_change` does the same for a prompt
+//! (`notifications/prompts/list_changed`); `test_touch_resource` says a resource changed
+//! (`notifications/resources/updated`, `notifications/resources/list_changed`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -11,6 +13,23 @@ use super::protocol;
 
 /// The tool that changes the list.
 pub(super) const TRIGGER: &str = "test_trigger_tool_change";
+
+/// The tool that changes the prompt list, and whether the extra prompt is listed now.
+pub(super) const PROMPT_TRIGGER: &str = "test_trigger_prompt_change";
+static PROMPT_ADDED: AtomicBool = AtomicBool::new(false);
+
+/// The prompts the prompt trigger added.
+pub(super) fn prompts() -> Vec<Value> {
+    match PROMPT_ADDED.load(Ordering::SeqCst) {
+        true => {
+            vec![json!({"name": "test_added_prompt", "description": "A prompt the trigger added."})]
+        }
+        false => Vec::new(),
+    }
+}
+
+/// The tool that says a resource changed.
+pub(super) const TOUCH: &str = "test_touch_resource";
 
 /// Whether the extra tool is listed now (one server process, one list).
 static ADDED: AtomicBool = AtomicBool::new(false);
@@ -39,14 +58,26 @@ pub(super) fn hook(
             );
             (vec![ack], true)
         }
-        "tools/call" if params["name"] == TRIGGER => {
-            ADDED.fetch_xor(true, Ordering::SeqCst);
+        "tools/call" if params["name"] == TOUCH => {
+            // A resource changed, and with it the resource list.
+            let uri = params["arguments"]["uri"].clone();
+            let updated =
+                protocol::notification("notifications/resources/updated", json!({"uri": uri}));
+            let listed = protocol::notification("notifications/resources/list_changed", json!({}));
+            (vec![updated, listed], false)
+        }
+        "tools/call" if params["name"] == TRIGGER || params["name"] == PROMPT_TRIGGER => {
+            let (added, method) = if params["name"] == TRIGGER {
+                (&ADDED, "notifications/tools/list_changed")
+            } else {
+                (&PROMPT_ADDED, "notifications/prompts/list_changed")
+            };
+            added.fetch_xor(true, Ordering::SeqCst);
             let note = match listening {
                 Some(sub) => json!({"_meta": {SUBSCRIPTION_ID: sub}}),
                 None => json!({}),
             };
-            let note = protocol::notification("notifications/tools/list_changed", note);
-            (vec![note], false)
+            (vec![protocol::notification(method, note)], false)
         }
         _ => (Vec::new(), false),
     }
@@ -55,9 +86,18 @@ pub(super) fn hook(
 /// The descriptors this hook adds to the tool list: the trigger, and the tool it adds
 /// while added.
 pub(super) fn tools() -> Vec<Value> {
-    let mut out = vec![json!({"name": TRIGGER,
+    let mut out = vec![
+        json!({"name": TRIGGER,
         "description": "Adds a tool to this server's list, or takes it away again, and says so.",
-        "inputSchema": {"type": "object", "properties": {}}})];
+        "inputSchema": {"type": "object", "properties": {}}}),
+        json!({"name": PROMPT_TRIGGER,
+        "description": "Adds a prompt to this server's list, or takes it away again, and says so.",
+        "inputSchema": {"type": "object", "properties": {}}}),
+        json!({"name": TOUCH,
+        "description": "Says the resource at a URI changed (and the resource list with it).",
+        "inputSchema": {"type": "object", "properties": {"uri": {"type": "string"}},
+                        "required": ["uri"]}}),
+    ];
     if ADDED.load(Ordering::SeqCst) {
         out.push(
             json!({"name": "test_added_tool", "description": "A tool the trigger added.",
@@ -71,6 +111,8 @@ pub(super) fn tools() -> Vec<Value> {
 pub(super) fn call(name: &str) -> Option<Value> {
     let text = match name {
         TRIGGER => "The tool list changed.",
+        TOUCH => "The resource changed.",
+        PROMPT_TRIGGER => "The prompt list changed.",
         "test_added_tool" if ADDED.load(Ordering::SeqCst) => "Added, and answering.",
         _ => return None,
     };

@@ -31,7 +31,13 @@ pub(super) fn handle(method: &str, params: &Value) -> Option<Reply> {
             {"name": "test_prompt_with_embedded_resource", "description": "A prompt embedding a resource",
              "arguments": [{"name": "resourceUri", "description": "The resource's URI", "required": true}]},
             {"name": "test_prompt_with_image", "description": "A prompt with an image"},
-        ]})),
+        ]}))
+        .map(|mut list| {
+            if let Some(prompts) = list["prompts"].as_array_mut() {
+                prompts.extend(super::changes::prompts());
+            }
+            list
+        }),
         "prompts/get" => prompt(params),
         "resources/list" => Ok(json!({"resources": [
             {"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain",

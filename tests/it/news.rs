@@ -1,0 +1,175 @@
+//! Servers' news through the gateway: a resource a client subscribed to changed, the
+//! resource list changed. Edgar's example server (`test_touch_resource` says a resource
+//! changed) behind `edgar mcp serve --transparent`: a handshake-era client on stdio
+//! hears the updates of what it subscribed to and nothing after unsubscribing; a
+//! stateless client's `subscriptions/listen` stream over HTTP hears what its filter
+//! names, tagged with its subscription.
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::Duration;
+
+use edgar_tests::{procs_with_tag, user_config};
+use serde_json::{Value, json};
+
+use crate::gateway::{Driver, HttpGateway, TOKEN};
+
+const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const WATCHED: &str = "test://watched";
+
+fn example(home: &std::path::Path, t: &str) {
+    let root = home.to_string_lossy().into_owned();
+    user_config(
+        home,
+        json!({"example": {"command": EDGAR,
+            "args": ["mcp", "example-server", "--conformance", "--root", root],
+            "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+}
+
+/// The notifications of `method` the driver has heard about `uri` (any, for `None`),
+/// after pinging until `n` came or 5 s passed (news travels apart from answers). The
+/// server sends an update before the list change it goes with, and news keeps its
+/// order: once a list change is heard, an update not heard before it never came.
+fn heard(d: &mut Driver, next: &mut u64, method: &str, uri: Option<&str>, n: usize) -> usize {
+    let count = |d: &Driver| {
+        d.notifications
+            .iter()
+            .filter(|n| n["method"] == method && uri.is_none_or(|u| n["params"]["uri"] == u))
+            .count()
+    };
+    for _ in 0..50 {
+        if count(d) >= n {
+            break;
+        }
+        *next += 1;
+        d.send(json!({"jsonrpc": "2.0", "id": *next, "method": "ping"}));
+        d.answer(*next);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    count(d)
+}
+
+#[test]
+fn a_subscribed_resource_change_reaches_the_client_that_subscribed() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = format!("{}-news-stdio", std::process::id());
+    example(home.path(), &t);
+    let mut d = Driver::start(home.path(), &["--servers", "example", "--transparent"]);
+    let mut next = 100;
+    let touch = |d: &mut Driver, id: u64, uri: &str| {
+        d.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_touch_resource", "arguments": {"uri": uri}}}));
+        assert_eq!(d.answer(id)["result"]["isError"], false);
+    };
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                  "params": {"uri": WATCHED}}),
+    );
+    assert!(d.answer(1).get("result").is_some());
+    touch(&mut d, 2, WATCHED);
+    let updated = "notifications/resources/updated";
+    assert_eq!(heard(&mut d, &mut next, updated, Some(WATCHED), 1), 1);
+    let listed = "notifications/resources/list_changed";
+    assert_eq!(heard(&mut d, &mut next, listed, None, 1), 1);
+    // Another URI: not subscribed, not told (the list change is, to everyone).
+    touch(&mut d, 3, "test://other");
+    assert_eq!(heard(&mut d, &mut next, listed, None, 2), 2);
+    let told = |d: &Driver, uri: &str| {
+        d.notifications
+            .iter()
+            .filter(|n| n["method"] == updated && n["params"]["uri"] == uri)
+            .count()
+    };
+    assert_eq!(told(&d, "test://other"), 0);
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe",
+                  "params": {"uri": WATCHED}}),
+    );
+    assert!(d.answer(4).get("result").is_some());
+    touch(&mut d, 5, WATCHED);
+    assert_eq!(heard(&mut d, &mut next, listed, None, 3), 3);
+    assert_eq!(told(&d, WATCHED), 1, "unsubscribed: not told again");
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+#[test]
+fn a_listen_stream_hears_the_resources_its_filter_names() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = format!("{}-news-listen", std::process::id());
+    example(home.path(), &t);
+    let gw = HttpGateway::start(home.path(), &["--servers", "example", "--transparent"]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let open = |id: u64, filter: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                          "params": {"notifications": filter, "_meta": meta}})
+        .to_string();
+        let mut stream =
+            std::net::TcpStream::connect(gw.authority()).unwrap_or_else(|e| panic!("{e}"));
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{body}",
+            gw.authority(),
+            body.len()
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        BufReader::new(stream)
+    };
+    let next = |r: &mut BufReader<std::net::TcpStream>| -> Option<Value> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if r.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return serde_json::from_str(data).ok();
+            }
+        }
+    };
+    let mut watching = open(7, json!({"resourceSubscriptions": [WATCHED]}));
+    let mut listing = open(8, json!({"resourcesListChanged": true}));
+    let ack = next(&mut watching).unwrap_or_default();
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([WATCHED]),
+        "{ack}"
+    );
+    assert!(next(&mut listing).is_some(), "acknowledged");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_touch_resource", "arguments": {"uri": WATCHED}, "_meta": meta}});
+    let auth = format!("Bearer {TOKEN}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "test_touch_resource"),
+    ];
+    let (status, _, body) = gw.exchange("POST", &headers, &call.to_string());
+    assert_eq!(status, 200, "{body}");
+    let told = next(&mut watching).unwrap_or_default();
+    assert_eq!(told["method"], "notifications/resources/updated", "{told}");
+    assert_eq!(told["params"]["uri"], WATCHED);
+    assert_eq!(
+        told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    let listed = next(&mut listing).unwrap_or_default();
+    assert_eq!(
+        listed["method"], "notifications/resources/list_changed",
+        "{listed}"
+    );
+    assert_eq!(
+        listed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        8
+    );
+    assert_eq!(gw.stop(), Some(143));
+    // Each stream heard only what it asked for, then the end.
+    assert_eq!(next(&mut watching), None);
+    assert_eq!(next(&mut listing), None);
+    assert!(procs_with_tag(&t).is_empty());
+}
