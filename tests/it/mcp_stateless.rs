@@ -508,3 +508,44 @@ async fn a_tool_list_the_server_says_is_fresh_is_not_fetched_again() {
     assert_eq!(seen, ["tools/call"]);
     assert!(procs_with_tag(&t).is_empty());
 }
+
+/// A `prompts/get` right after a list uses the list just checked (one `prompts/list`
+/// on the wire, not one per get); the server saying its prompts changed makes the next
+/// get list again, and see the change.
+#[tokio::test]
+async fn a_prompt_get_lists_again_only_when_the_list_may_have_changed() {
+    let (dir, log, t) = wire("prompt-list-kept");
+    let root = dir.path().to_string_lossy().into_owned();
+    let edgar = env!("CARGO_BIN_EXE_edgar-it");
+    let argv = [
+        edgar,
+        "mcp",
+        "example-server",
+        "--conformance",
+        "--root",
+        &root,
+    ];
+    let s = session(dir.path(), vec![recorded("ex", &log, &argv, &t)], false);
+    let listed = s.prompts("ex").await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(listed.iter().all(|p| p.name != "test_added_prompt"));
+    let none = std::collections::BTreeMap::new();
+    for _ in 0..3 {
+        let out = s.prompt("ex", "test_simple_prompt", &none).await;
+        assert!(out.is_ok(), "{:?}", out.err());
+    }
+    let lists = |log: &Path| methods(log).iter().filter(|m| *m == "prompts/list").count();
+    assert_eq!(lists(&log), 1, "{:?}", methods(&log));
+    // The server adds a prompt and says so: the next get lists again and finds it.
+    s.call("ex__test_trigger_prompt_change", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let added = s.prompt("ex", "test_added_prompt", &none).await;
+    assert!(
+        !matches!(added, Err(edgar_host::mcp::McpError::NotOffered { .. })),
+        "the change was not seen: {:?}",
+        added.err()
+    );
+    assert_eq!(lists(&log), 2, "{:?}", methods(&log));
+    s.close().await;
+    assert!(procs_with_tag(&t).is_empty());
+}

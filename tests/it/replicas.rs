@@ -652,6 +652,11 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
             Some(format!("Bearer up-token-for-{who}").as_str()),
             "a call carried another user's token"
         );
+        assert_eq!(
+            q.header("traceparent"),
+            None,
+            "no trace came in, none goes out"
+        );
     }
     // A call that carries a W3C traceparent leaves its trace id on its audit lines.
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
@@ -697,6 +702,30 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         &body,
     );
     assert_eq!(traced.status, 200, "{}", traced.body);
+    // The upstream hears each client's trace, in a span of edgar's own.
+    let seen = upstream
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    for trace in [
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        "4bf92f3577b34da6a3ce929d0e0e4737",
+    ] {
+        let parents: Vec<&str> = seen
+            .iter()
+            .filter(|q| q.rpc() == "tools/call")
+            .filter_map(|q| q.header("traceparent"))
+            .filter(|t| t.starts_with(&format!("00-{trace}-")))
+            .collect();
+        assert_eq!(parents.len(), 1, "{trace}: {parents:?}");
+        let (span, flags) = (&parents[0][36..52], &parents[0][52..]);
+        assert!(
+            span != "00f067aa0ba902b7" && span.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{span}"
+        );
+        assert_eq!(flags, "-01");
+    }
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));
     }

@@ -274,6 +274,8 @@ struct Running {
     called: std::sync::atomic::AtomicBool,
     /// Tasks being followed, cancelled at the server when the session closes.
     tasks: Tasks,
+    /// Its prompt list as last checked, for a `prompts/get` right after.
+    prompts: Mutex<Option<prompts::Kept>>,
 }
 
 /// Builds a handle per configured server. Starts nothing.

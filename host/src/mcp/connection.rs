@@ -133,6 +133,8 @@ struct Shared {
     closed: Mutex<Option<String>>,
     next_id: AtomicU64,
     list_changed: Arc<Notify>,
+    /// How many times the server said its prompt list changed.
+    prompt_changes: AtomicU64,
     server_requests: Arc<Semaphore>,
     /// Calls whose progress someone follows, by the token we sent (the request id).
     progress: Mutex<HashMap<u64, ProgressSink>>,
@@ -151,6 +153,7 @@ impl Connection {
             closed: Mutex::new(None),
             next_id: AtomicU64::new(1),
             list_changed: Arc::new(Notify::new()),
+            prompt_changes: AtomicU64::new(0),
             server_requests: Arc::new(Semaphore::new(MAX_SERVER_REQUESTS)),
             progress: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
@@ -355,6 +358,11 @@ impl Connection {
 
     fn stamp(&self) -> Option<Arc<Stamp>> {
         lock(&self.shared.stamp).clone()
+    }
+
+    /// How many times the server said its prompt list changed so far.
+    pub(crate) fn prompt_changes(&self) -> u64 {
+        self.shared.prompt_changes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn list_changed(&self) -> Arc<Notify> {

@@ -307,6 +307,10 @@ impl Shared {
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
                     .body(message.bytes.clone());
+                let post = match &message.traceparent {
+                    Some(t) => post.header("traceparent", t),
+                    None => post,
+                };
                 match (&message.version, &session) {
                     (Some(version), _) => stateless_headers(post, version, message),
                     (None, Some(s)) => post.header("mcp-session-id", s.clone()),

@@ -399,6 +399,7 @@ impl SessionInner {
             tools: RwLock::new(Arc::new(entry.tools)),
             called: std::sync::atomic::AtomicBool::new(false),
             tasks: Tasks::default(),
+            prompts: std::sync::Mutex::new(None),
         }))
     }
 }

@@ -4,6 +4,8 @@
 //! trail (never its argument values or text).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -18,6 +20,26 @@ use super::content;
 
 /// Messages of one prompt kept at most.
 const MAX_MESSAGES: usize = 256;
+
+/// How long a checked prompt list answers a `prompts/get` without listing again: a
+/// client lists, then gets, and the list it got was checked moments ago. The server
+/// saying its prompts changed, or its restart, ends it sooner; a server that changes
+/// a prompt without saying so is seen at the next list, or after this.
+const LIST_FRESH: Duration = Duration::from_secs(30);
+
+/// A server's prompts as last checked: those offered and those held back.
+pub(super) struct Checked {
+    listed: Vec<Prompt>,
+    held: Vec<crate::trust::pins::Quarantined>,
+}
+
+/// The last checked list of a running server, when, and at which of its prompt-list
+/// changes.
+pub(super) struct Kept {
+    at: Instant,
+    changes: u64,
+    checked: Arc<Checked>,
+}
 
 /// One prompt a server offers, as the host checked it.
 #[derive(Debug, Clone, Serialize)]
@@ -52,11 +74,37 @@ impl SessionInner {
     /// usable name, a duplicate) is left out and said in the log; one that differs from
     /// its pin, or is new since the first listing, is held back until `edgar mcp approve`.
     pub async fn prompts(&self, server: &str) -> Result<Vec<Prompt>, McpError> {
-        Ok(self.prompts_checked(server).await?.0)
+        Ok(self.prompts_checked(server).await?.listed.clone())
+    }
+
+    /// The checked list kept from a moment ago, if still good.
+    async fn prompts_kept(&self, server: &str) -> Option<Arc<Checked>> {
+        let running = self.start(self.server(server).ok()?).await.ok()?;
+        let kept = running.prompts.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref()
+            .filter(|k| k.at.elapsed() < LIST_FRESH && k.changes == running.conn.prompt_changes())
+            .map(|k| k.checked.clone())
     }
 
     /// The prompts that pass their pins, and those held back.
-    async fn prompts_checked(
+    async fn prompts_checked(&self, server: &str) -> Result<Arc<Checked>, McpError> {
+        let s = self.server(server)?;
+        let running = self.start(s).await?;
+        // Read first: a change heard while listing makes what is kept stale at once.
+        let changes = running.conn.prompt_changes();
+        let (listed, held) = self.prompts_listed(server).await?;
+        let checked = Arc::new(Checked { listed, held });
+        *running.prompts.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept {
+            at: Instant::now(),
+            changes,
+            checked: checked.clone(),
+        });
+        Ok(checked)
+    }
+
+    /// Lists and checks the prompts of `server`: those that pass their pins, and those
+    /// held back.
+    async fn prompts_listed(
         &self,
         server: &str,
     ) -> Result<(Vec<Prompt>, Vec<crate::trust::pins::Quarantined>), McpError> {
@@ -144,7 +192,11 @@ impl SessionInner {
                 rule: format!("{list}_prompts"),
             });
         }
-        let (listed, held) = self.prompts_checked(server).await?;
+        let checked = match self.prompts_kept(server).await {
+            Some(kept) => kept,
+            None => self.prompts_checked(server).await?,
+        };
+        let (listed, held) = (&checked.listed, &checked.held);
         if let Some(q) = held.iter().find(|q| q.name == name) {
             return Err(McpError::Quarantined {
                 server: server.to_owned(),

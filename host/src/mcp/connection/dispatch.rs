@@ -62,6 +62,11 @@ pub(super) async fn dispatch(
                     let _ = outgoing.send(Outbound::reply(reply)).await;
                 }
                 Incoming::Notification { method, params } => {
+                    if method == "notifications/prompts/list_changed" {
+                        shared
+                            .prompt_changes
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     match (
                         &ctx.news,
                         crate::mcp::news::heard(&server, &method, &params),

@@ -13,6 +13,17 @@ fn subject() -> Option<Subject> {
     SUBJECT.try_with(Subject::clone).ok()
 }
 
+/// The W3C `traceparent` a request goes out with when the request that caused it came
+/// with one (`audit::TRACE`, checked when it arrived): the same trace, a span of edgar's
+/// own, sampled.
+fn traceparent() -> Option<String> {
+    let trace = crate::trust::audit::TRACE.try_with(Clone::clone).ok()?;
+    let mut span = [0u8; 8];
+    getrandom::fill(&mut span).ok()?;
+    let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("00-{trace}-{span}-01"))
+}
+
 /// One message on its way to the server, encoded, with what an HTTP transport routes
 /// by recorded when it was built (so no transport parses our own messages again).
 #[derive(Debug, Clone)]
@@ -34,6 +45,8 @@ pub(crate) struct Outbound {
     /// The team gateway's user a request is sent for (`auth::bearer::SUBJECT` when it
     /// was built), for a per-user sign-in.
     pub subject: Option<Subject>,
+    /// The trace context an HTTP transport passes on (`traceparent`).
+    pub traceparent: Option<String>,
 }
 
 /// How every request is stamped in the stateless era: the version it names, and the
@@ -104,6 +117,7 @@ impl Outbound {
                     name,
                     param_headers: Vec::new(),
                     subject: subject(),
+                    traceparent: traceparent(),
                 };
             }
             if let Some(p) = params.as_object_mut() {
@@ -131,6 +145,7 @@ impl Outbound {
             name,
             param_headers: Vec::new(),
             subject: subject(),
+            traceparent: traceparent(),
         }
     }
 
@@ -148,6 +163,7 @@ impl Outbound {
             name: None,
             param_headers: Vec::new(),
             subject: subject(),
+            traceparent: traceparent(),
         }
     }
 
@@ -162,6 +178,7 @@ impl Outbound {
             name: None,
             param_headers: Vec::new(),
             subject: None,
+            traceparent: None,
         }
     }
 
