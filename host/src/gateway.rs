@@ -122,6 +122,9 @@ pub struct Gateway {
     exposure: Exposure,
     /// A client greeted us with `initialize`: it hears of list changes unasked.
     initialized: AtomicBool,
+    /// Served over HTTP, where stateless clients are handed tasks (`http/tasks.rs`);
+    /// the stdio loop follows an upstream's task itself and says no tasks.
+    hands_out_tasks: AtomicBool,
     /// Open `subscriptions/listen` requests for tool list changes (stateless clients),
     /// by request id.
     listeners: Mutex<Vec<Value>>,
@@ -198,6 +201,7 @@ impl Gateway {
             expose_all: exposure != Exposure::Search,
             exposure,
             initialized: AtomicBool::new(false),
+            hands_out_tasks: AtomicBool::new(false),
             listeners: Mutex::default(),
             questions: Arc::default(),
             grown: tokio::sync::broadcast::channel(64).0,
@@ -426,7 +430,7 @@ impl Gateway {
         match method {
             "server/discover" if stateless => Ok(json!({
                 "supportedVersions": supported(),
-                "capabilities": stateless_capabilities(&self.exposure, self.team.is_some()),
+                "capabilities": self.stateless_capabilities(),
                 "instructions": self.instructions(),
                 "_meta": {(protocol::META_SERVER_INFO): server_info()},
                 // The list grows with each search: never reuse it.
@@ -691,6 +695,21 @@ impl Gateway {
         }
     }
 
+    /// What the gateway serves in the stateless era: the same, and over HTTP tasks (an
+    /// upstream's task is handed to a client that takes tasks as one of the gateway's).
+    fn stateless_capabilities(&self) -> Value {
+        let mut c = capabilities(&self.exposure, self.team.is_some());
+        if self.hands_out_tasks.load(Ordering::Relaxed) {
+            c["extensions"] = json!({(protocol::TASKS_EXTENSION): {}});
+        }
+        c
+    }
+
+    /// Says this gateway is served over HTTP, where tasks are handed out.
+    pub(crate) fn hand_out_tasks(&self) {
+        self.hands_out_tasks.store(true, Ordering::Relaxed);
+    }
+
     /// The news a handshake-era session's stream hears: list changes, and the updates
     /// of what its caller subscribed to.
     pub(crate) fn session_news(&self) -> Option<news::Watch> {
@@ -828,14 +847,6 @@ fn capabilities(exposure: &Exposure, team: bool) -> Value {
             "resources": {"subscribe": true, "listChanged": true},
             "logging": {}, "completions": {}}),
     }
-}
-
-/// What the gateway serves in the stateless era: the same, and tasks (an upstream's
-/// task is handed to a client that takes tasks as one of the gateway's, `http/tasks.rs`).
-fn stateless_capabilities(exposure: &Exposure, team: bool) -> Value {
-    let mut c = capabilities(exposure, team);
-    c["extensions"] = json!({(protocol::TASKS_EXTENSION): {}});
-    c
 }
 
 fn server_info() -> Value {

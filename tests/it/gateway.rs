@@ -929,7 +929,7 @@ pub(crate) struct Driver {
     output: BufReader<ChildStdout>,
     pub(crate) notifications: Vec<Value>,
     /// The stateless era's `_meta`, stamped on every request; `None` after `initialize`.
-    meta: Option<Value>,
+    pub(crate) meta: Option<Value>,
 }
 
 impl Driver {
@@ -937,7 +937,7 @@ impl Driver {
         Driver::spawn(home, args, true, &[])
     }
 
-    fn spawn(
+    pub(crate) fn spawn(
         home: &std::path::Path,
         args: &[&str],
         handshake: bool,

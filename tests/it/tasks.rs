@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use edgar_tests::{procs_with_tag, user_config};
 use serde_json::{Value, json};
 
-use crate::gateway::{HttpGateway, TOKEN};
+use crate::gateway::{Driver, HttpGateway, TOKEN};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -215,4 +215,43 @@ fn an_upstream_task_is_handed_to_a_client_that_takes_tasks() {
         procs_with_tag(&t).is_empty(),
         "the example server was reaped"
     );
+}
+
+/// Over stdio the gateway hands out no tasks and says so: it follows an upstream's task
+/// itself, and a client that declared the extension gets the result in the answer.
+#[test]
+fn over_stdio_the_gateway_follows_the_task_itself() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = format!("{}-tasks-stdio", std::process::id());
+    let root = home.path().to_string_lossy().into_owned();
+    user_config(
+        home.path(),
+        json!({"example": {"command": EDGAR,
+            "args": ["mcp", "example-server", "--conformance", "--root", root],
+            "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let args = ["--servers", "example", "--transparent"];
+    let mut d = Driver::spawn(home.path(), &args, false, &[]);
+    d.meta = Some(json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    }));
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}));
+    let found = d.answer(1);
+    assert!(found["result"]["capabilities"].is_object(), "{found}");
+    assert!(
+        found["result"]["capabilities"]["extensions"][TASKS].is_null(),
+        "{found}"
+    );
+    d.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow_compute", "arguments": {"seconds": 1, "label": "s"}}}));
+    let done = d.answer(2);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "computed s in 1 s",
+        "{done}"
+    );
+    assert!(done["result"].get("taskId").is_none());
+    assert_eq!(d.finish(), Some(0));
+    assert!(procs_with_tag(&t).is_empty());
 }

@@ -189,6 +189,7 @@ pub async fn serve_until(
         None => crate::seal::Sealer::random()?,
     };
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    gateway.hand_out_tasks();
     let front = Arc::new(Front {
         gateway,
         auth,

@@ -59,6 +59,7 @@ async fn accept_loop(
 ) -> std::io::Result<()> {
     let me = rustix::process::getuid().as_raw();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    gateway.hand_out_tasks();
     let front = Arc::new(Front {
         gateway,
         auth: Auth::Peer,
