@@ -137,6 +137,23 @@ impl HttpGateway {
         }
     }
 
+    /// A POST of `body` with the bearer, JSON content and `headers` (each line ending
+    /// in CRLF) whose answer is an event stream, read with [`next_event`].
+    pub(crate) fn stream(&self, headers: &str, body: &Value) -> BufReader<std::net::TcpStream> {
+        let body = body.to_string();
+        let mut stream =
+            std::net::TcpStream::connect(self.authority()).unwrap_or_else(|e| panic!("{e}"));
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\n\r\n{body}",
+            self.authority(),
+            body.len()
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        BufReader::new(stream)
+    }
+
     pub(crate) fn authority(&self) -> &str {
         let rest = self.url.trim_start_matches("http://");
         rest.split('/').next().unwrap_or(rest)
@@ -205,6 +222,20 @@ impl HttpGateway {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         exit_code(&mut self.child, "stop on SIGTERM")
+    }
+}
+
+/// The next message on an event stream (or `None` once it ended).
+pub(crate) fn next_event(r: &mut BufReader<std::net::TcpStream>) -> Option<Value> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            return serde_json::from_str(data).ok();
+        }
     }
 }
 
@@ -302,33 +333,10 @@ fn an_http_listen_stream_hears_its_tool_list_grow_and_ends_at_shutdown() {
     let gw = HttpGateway::start(home.path(), &[]);
     let listen = |id: u64, wants: bool| {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-                          "params": {"notifications": {"toolsListChanged": wants}}})
-        .to_string();
-        let mut stream =
-            std::net::TcpStream::connect(gw.authority()).unwrap_or_else(|e| panic!("{e}"));
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-        write!(
-            stream,
-            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-            gw.authority(),
-            body.len()
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        BufReader::new(stream)
+                          "params": {"notifications": {"toolsListChanged": wants}}});
+        gw.stream("accept: text/event-stream\r\n", &body)
     };
-    // The next message on a stream (or None once it ended).
-    let next = |r: &mut BufReader<std::net::TcpStream>| -> Option<Value> {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if r.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            if let Some(data) = line.trim_end().strip_prefix("data: ") {
-                return serde_json::from_str(data).ok();
-            }
-        }
-    };
+    let next = next_event;
     let mut tools = listen(41, true);
     let mut prompts = listen(42, false);
     let ack = next(&mut tools).unwrap_or_default();

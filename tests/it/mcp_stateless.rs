@@ -423,25 +423,34 @@ async fn a_task_past_its_deadline_is_cancelled_at_the_server() {
     assert!(procs_with_tag(&t).is_empty());
 }
 
-#[tokio::test]
-async fn closing_the_session_cancels_a_task_in_flight() {
-    let (dir, log, t) = wire("close-task");
-    let s = Arc::new(task_session(
-        dir.path(),
-        &log,
-        &t,
-        Duration::from_secs(3600),
-    ));
+/// A session on the stateless fake, and a call of its endless task that is being
+/// followed (its first `tasks/get` went out, or 5 s passed).
+async fn endless_task(
+    dir: &Path,
+    log: &Path,
+    t: &str,
+) -> (
+    Arc<Session>,
+    tokio::task::JoinHandle<Result<String, String>>,
+) {
+    let s = Arc::new(task_session(dir, log, t, Duration::from_secs(3600)));
     let call = {
         let s = s.clone();
         tokio::spawn(async move { echo(&s, "st__endless_task").await })
     };
     for _ in 0..50 {
-        if methods(&log).iter().any(|m| m == "tasks/get") {
+        if methods(log).iter().any(|m| m == "tasks/get") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    (s, call)
+}
+
+#[tokio::test]
+async fn closing_the_session_cancels_a_task_in_flight() {
+    let (dir, log, t) = wire("close-task");
+    let (s, call) = endless_task(dir.path(), &log, &t).await;
     // What Ctrl-C does in `edgar mcp call`: the call is dropped, the session closed.
     call.abort();
     s.close().await;
@@ -455,22 +464,7 @@ async fn closing_the_session_cancels_a_task_in_flight() {
 #[tokio::test]
 async fn a_task_nobody_waits_for_is_cancelled_at_once() {
     let (dir, log, t) = wire("dropped-task");
-    let s = Arc::new(task_session(
-        dir.path(),
-        &log,
-        &t,
-        Duration::from_secs(3600),
-    ));
-    let call = {
-        let s = s.clone();
-        tokio::spawn(async move { echo(&s, "st__endless_task").await })
-    };
-    for _ in 0..50 {
-        if methods(&log).iter().any(|m| m == "tasks/get") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (s, call) = endless_task(dir.path(), &log, &t).await;
     call.abort();
     let mut cancelled = false;
     for _ in 0..50 {

@@ -5,18 +5,18 @@
 //! stateless client's `subscriptions/listen` stream over HTTP hears what its filter
 //! names, tagged with its subscription.
 
-use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
 use edgar_tests::{procs_with_tag, user_config};
 use serde_json::{Value, json};
 
-use crate::gateway::{Driver, HttpGateway, TOKEN};
+use crate::gateway::{Driver, HttpGateway, TOKEN, next_event};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const WATCHED: &str = "test://watched";
 
-fn example(home: &std::path::Path, t: &str) {
+/// A user config with edgar's example server (its conformance tools), tagged `t`.
+pub(crate) fn example(home: &std::path::Path, t: &str) {
     let root = home.to_string_lossy().into_owned();
     user_config(
         home,
@@ -103,32 +103,13 @@ fn a_listen_stream_hears_the_resources_its_filter_names() {
                       "io.modelcontextprotocol/clientCapabilities": {}});
     let open = |id: u64, filter: Value| {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-                          "params": {"notifications": filter, "_meta": meta}})
-        .to_string();
-        let mut stream =
-            std::net::TcpStream::connect(gw.authority()).unwrap_or_else(|e| panic!("{e}"));
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-        write!(
-            stream,
-            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{body}",
-            gw.authority(),
-            body.len()
+                          "params": {"notifications": filter, "_meta": meta}});
+        gw.stream(
+            "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
+            &body,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-        BufReader::new(stream)
     };
-    let next = |r: &mut BufReader<std::net::TcpStream>| -> Option<Value> {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if r.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            if let Some(data) = line.trim_end().strip_prefix("data: ") {
-                return serde_json::from_str(data).ok();
-            }
-        }
-    };
+    let next = next_event;
     let mut watching = open(7, json!({"resourceSubscriptions": [WATCHED]}));
     let mut listing = open(8, json!({"resourcesListChanged": true}));
     let ack = next(&mut watching).unwrap_or_default();

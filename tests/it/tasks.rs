@@ -5,12 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use edgar_tests::{procs_with_tag, user_config};
+use edgar_tests::procs_with_tag;
 use serde_json::{Value, json};
 
 use crate::gateway::{Driver, HttpGateway, TOKEN};
 
-const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// One stateless request (with the routing headers the revision requires) of a client
@@ -80,13 +79,7 @@ fn created(message: &Value) -> String {
 fn an_upstream_task_is_handed_to_a_client_that_takes_tasks() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = format!("{}-tasks-handed", std::process::id());
-    let root = home.path().to_string_lossy().into_owned();
-    user_config(
-        home.path(),
-        json!({"example": {"command": EDGAR,
-            "args": ["mcp", "example-server", "--conformance", "--root", root],
-            "env": {"EDGAR_TEST_TAG": t}}}),
-    );
+    crate::news::example(home.path(), &t);
     let gw = HttpGateway::start(home.path(), &["--servers", "example", "--transparent"]);
 
     // The gateway says it serves tasks.
@@ -223,13 +216,7 @@ fn an_upstream_task_is_handed_to_a_client_that_takes_tasks() {
 fn over_stdio_the_gateway_follows_the_task_itself() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = format!("{}-tasks-stdio", std::process::id());
-    let root = home.path().to_string_lossy().into_owned();
-    user_config(
-        home.path(),
-        json!({"example": {"command": EDGAR,
-            "args": ["mcp", "example-server", "--conformance", "--root", root],
-            "env": {"EDGAR_TEST_TAG": t}}}),
-    );
+    crate::news::example(home.path(), &t);
     let args = ["--servers", "example", "--transparent"];
     let mut d = Driver::spawn(home.path(), &args, false, &[]);
     d.meta = Some(json!({
