@@ -276,6 +276,8 @@ struct Running {
     tasks: Tasks,
     /// Its prompt list as last checked, for a `prompts/get` right after.
     prompts: Mutex<Option<prompts::Kept>>,
+    /// The stateless era's resource subscriptions: a listen stream per URI.
+    watched: Mutex<HashMap<String, tokio::task::AbortHandle>>,
 }
 
 /// Builds a handle per configured server. Starts nothing.

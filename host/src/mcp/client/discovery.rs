@@ -400,6 +400,7 @@ impl SessionInner {
             called: std::sync::atomic::AtomicBool::new(false),
             tasks: Tasks::default(),
             prompts: std::sync::Mutex::new(None),
+            watched: std::sync::Mutex::default(),
         }))
     }
 }

@@ -1,14 +1,19 @@
 //! The protocol's small requests a gateway passes on for one server: completion
 //! (`completion/complete`, its values checked), and those answered with an empty
-//! acknowledgement (`logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`).
+//! acknowledgement (`logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`;
+//! a stateless server, which has no subscribe, watches a resource on a listen stream).
 //! Nothing else is passed on by name.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::mcp::McpError;
 
-use super::SessionInner;
+use super::{Running, SessionInner};
 
+/// Resources one running server is asked to watch at most (one listen stream each).
+const MAX_WATCHED: usize = 64;
 /// Completion values kept at most (the protocol's own limit per response).
 const MAX_VALUES: usize = 100;
 /// Longest completion value kept (bytes).
@@ -71,10 +76,50 @@ impl SessionInner {
         }
         let s = self.server(server)?;
         let running = self.start(s).await?;
+        // The stateless era subscribes on a listen stream: one per URI, kept open
+        // until the unsubscribe (or the connection's end).
+        if running.conn.modern_version().is_some()
+            && method != "logging/setLevel"
+            && let Some(uri) = params.get("uri").and_then(Value::as_str)
+        {
+            self.watch(server, &running, uri, method == "resources/subscribe");
+            return Ok(());
+        }
         running
             .conn
             .request(method, params, s.spec.tool_timeout)
             .await?;
         Ok(())
+    }
+
+    /// Opens (`on`) or ends the listen stream on which a stateless `server` tells of
+    /// changes to the resource at `uri`.
+    fn watch(&self, server: &str, running: &Arc<Running>, uri: &str, on: bool) {
+        let mut watched = running.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if !on {
+            if let Some(listen) = watched.remove(uri) {
+                listen.abort();
+            }
+            return;
+        }
+        if watched.contains_key(uri) || watched.len() >= MAX_WATCHED {
+            return;
+        }
+        let (r, asked, server) = (running.clone(), uri.to_owned(), server.to_owned());
+        let listen = tokio::spawn(async move {
+            let params = json!({"notifications": {"resourceSubscriptions": [asked]}});
+            let ended = r
+                .conn
+                .request("subscriptions/listen", params, super::refresh::LISTEN_FOR)
+                .await;
+            if let Err(e) = ended {
+                tracing::debug!(server, "a resource subscription ended: {e}");
+            }
+        });
+        watched.insert(uri.to_owned(), listen.abort_handle());
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(listen.abort_handle());
     }
 }

@@ -3,8 +3,12 @@
 //! (`notifications/tools/list_changed`), tagged for the client's `subscriptions/listen`
 //! stream when it opened one; `test_trigger_prompt_change` does the same for a prompt
 //! (`notifications/prompts/list_changed`); `test_touch_resource` says a resource changed
-//! (`notifications/resources/updated`, `notifications/resources/list_changed`).
+//! (`notifications/resources/updated`, to a client that subscribed to it with
+//! `resources/subscribe` or a listen request's `resourceSubscriptions`) and the resource
+//! list with it (`notifications/resources/list_changed`).
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
@@ -31,6 +35,14 @@ pub(super) fn prompts() -> Vec<Value> {
 /// The tool that says a resource changed.
 pub(super) const TOUCH: &str = "test_touch_resource";
 
+/// The URIs a client subscribed to (`resources/subscribe`, or a listen request's
+/// `resourceSubscriptions`): the touch tells only of these.
+static WATCHED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn watched() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
+    WATCHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Whether the extra tool is listed now (one server process, one list).
 static ADDED: AtomicBool = AtomicBool::new(false);
 
@@ -52,19 +64,44 @@ pub(super) fn hook(
             if wants {
                 *listening = Some(id.clone());
             }
+            let uris: Vec<&str> = params["notifications"]["resourceSubscriptions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            watched().extend(uris.iter().map(|u| (*u).to_owned()));
             let ack = protocol::notification(
                 "notifications/subscriptions/acknowledged",
-                json!({"_meta": {SUBSCRIPTION_ID: id}, "notifications": {"toolsListChanged": wants}}),
+                json!({"_meta": {SUBSCRIPTION_ID: id},
+                       "notifications": {"toolsListChanged": wants, "resourceSubscriptions": uris}}),
             );
             (vec![ack], true)
         }
+        "resources/subscribe" | "resources/unsubscribe" => {
+            if let Some(uri) = params["uri"].as_str() {
+                if method == "resources/subscribe" {
+                    watched().insert(uri.to_owned());
+                } else {
+                    watched().remove(uri);
+                }
+            }
+            (Vec::new(), false)
+        }
         "tools/call" if params["name"] == TOUCH => {
             // A resource changed, and with it the resource list.
-            let uri = params["arguments"]["uri"].clone();
-            let updated =
-                protocol::notification("notifications/resources/updated", json!({"uri": uri}));
+            let uri = params["arguments"]["uri"].as_str().unwrap_or("");
+            let mut notes = Vec::new();
+            if watched().contains(uri) {
+                let updated = json!({"uri": uri});
+                notes.push(protocol::notification(
+                    "notifications/resources/updated",
+                    updated,
+                ));
+            }
             let listed = protocol::notification("notifications/resources/list_changed", json!({}));
-            (vec![updated, listed], false)
+            notes.push(listed);
+            (notes, false)
         }
         "tools/call" if params["name"] == TRIGGER || params["name"] == PROMPT_TRIGGER => {
             let (added, method) = if params["name"] == TRIGGER {
