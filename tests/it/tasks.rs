@@ -110,6 +110,17 @@ fn an_upstream_task_is_handed_to_a_client_that_takes_tasks() {
         json!({"resultType": "complete"}),
         "idempotent"
     );
+    // The cancelled call left no line of its own; its cancel did.
+    let edgar = env!("CARGO_BIN_EXE_edgar-it");
+    let args = ["audit", "tail", "-n", "50", "--json"];
+    let tail = edgar_tests::run(edgar, home.path(), &args, b"");
+    let cancels = tail
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "task_cancel" && l["task"] == json!(id))
+        .count();
+    assert!(cancels >= 1, "{}", tail.stdout);
 
     // A short one completes with the result that crossed the guard.
     let (_, short) = ask(

@@ -655,6 +655,21 @@ impl Front {
             )
                 .into()),
         };
+        // A cancelled task's call leaves no line of its own: its cancel does.
+        if method == "tasks/cancel" && reply.is_ok() {
+            let line = || {
+                let task = params["taskId"].as_str().unwrap_or("");
+                self.gateway
+                    .session
+                    .audit("task_cancel", serde_json::json!({"task": task}));
+            };
+            match caller {
+                Caller::User(u) => {
+                    crate::trust::audit::ACTOR.sync_scope(u.principal.sub.clone(), line)
+                }
+                Caller::Local => line(),
+            }
+        }
         let reply = match reply {
             Ok(result) => protocol::response(id, result),
             Err(refused) => refused.response(id),

@@ -215,7 +215,8 @@ impl Tasks {
         }
     }
 
-    fn update(&self, id: &str, change: impl FnOnce(&mut Task)) {
+    /// Applies `change` to task `id` unless it ended (a cancelled task stays cancelled).
+    fn change_unended(&self, id: &str, change: impl FnOnce(&mut Task)) {
         if let Some(t) = lock(&self.tasks).get_mut(id)
             && !t.state.terminal()
         {
@@ -238,7 +239,7 @@ async fn drive(tasks: std::sync::Weak<Tasks>, id: String, mut running: Running) 
         };
         match step {
             Next::Tasked => {}
-            Next::Ask(pause) => tasks.update(&id, |t| {
+            Next::Ask(pause) => tasks.change_unended(&id, |t| {
                 t.set(State::Input {
                     open: pause.requests,
                     given: Map::new(),
@@ -247,7 +248,7 @@ async fn drive(tasks: std::sync::Weak<Tasks>, id: String, mut running: Running) 
             }),
             Next::Reply(reply) => {
                 let end = ended(&reply);
-                tasks.update(&id, |t| {
+                tasks.change_unended(&id, |t| {
                     t.driver = None;
                     t.set(end);
                 });
