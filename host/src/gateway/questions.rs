@@ -284,13 +284,20 @@ impl Drop for Unwait<'_> {
 }
 
 /// A question as the client is shown it: an elicitation's words prefixed with the
-/// server's name (`disclosed`); anything else without its `_meta`.
+/// server's name (`disclosed`); anything else without its `_meta`, and a sampling
+/// request asking for no context.
 fn shown_to_client(server: &str, method: &str, mut params: Value) -> Value {
     if method == "elicitation/create" {
         return disclosed(server, &params);
     }
     if let Some(p) = params.as_object_mut() {
         p.remove("_meta");
+        // To the client every upstream is one server, edgar: a sampling request that
+        // asks for "thisServer" or "allServers" context would be sent the other
+        // servers' context too. It gets none.
+        if method == "sampling/createMessage" && p.contains_key("includeContext") {
+            p.insert("includeContext".into(), json!("none"));
+        }
     }
     params
 }

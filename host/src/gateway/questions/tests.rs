@@ -200,3 +200,21 @@ async fn answers_sent_with_the_call_are_used_without_pausing() {
         Some(Err(Refusal::Failed(_)))
     ));
 }
+
+#[test]
+fn a_sampling_request_gets_no_other_servers_context() {
+    let messages = json!([{"role": "user", "content": {"type": "text", "text": "hi"}}]);
+    for asked in ["allServers", "thisServer", "none"] {
+        let params = json!({"messages": messages, "maxTokens": 9, "includeContext": asked,
+                            "_meta": {"x": 1}});
+        let shown = shown_to_client("s", "sampling/createMessage", params);
+        assert_eq!(shown["includeContext"], "none", "{asked}");
+        assert!(shown.get("_meta").is_none());
+        assert_eq!(shown["messages"], messages);
+    }
+    let plain = shown_to_client("s", "sampling/createMessage", json!({"maxTokens": 9}));
+    assert!(
+        plain.get("includeContext").is_none(),
+        "not added where not asked"
+    );
+}
