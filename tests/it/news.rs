@@ -95,10 +95,27 @@ fn a_subscribed_resource_change_reaches_the_client_that_subscribed() {
 
 #[test]
 fn a_listen_stream_hears_the_resources_its_filter_names() {
+    let args = ["--servers", "example", "--transparent"];
+    listen_and_touch("news-listen", &args, WATCHED, "test_touch_resource");
+}
+
+/// With `--expose all` a served URI names its server: the subscription reaches that
+/// server (which tells only of what it was asked to watch), the update comes back
+/// under the served URI.
+#[test]
+fn with_every_server_exposed_a_served_uri_is_watched_at_its_server() {
+    let args = ["--servers", "example", "--expose", "all"];
+    let served = "edgar://example/test%3A%2F%2Fwatched";
+    listen_and_touch("news-all", &args, served, "example__test_touch_resource");
+}
+
+/// Two listen streams over HTTP, one watching `uri`, one the resource list; `tool`
+/// touches the resource behind it: each hears only what it asked for, tagged.
+fn listen_and_touch(test: &str, args: &[&str], uri: &str, tool: &str) {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let t = format!("{}-news-listen", std::process::id());
+    let t = format!("{}-{test}", std::process::id());
     example(home.path(), &t);
-    let gw = HttpGateway::start(home.path(), &["--servers", "example", "--transparent"]);
+    let gw = HttpGateway::start(home.path(), args);
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {}});
     let open = |id: u64, filter: Value| {
@@ -110,17 +127,17 @@ fn a_listen_stream_hears_the_resources_its_filter_names() {
         )
     };
     let next = next_event;
-    let mut watching = open(7, json!({"resourceSubscriptions": [WATCHED]}));
+    let mut watching = open(7, json!({"resourceSubscriptions": [uri]}));
     let mut listing = open(8, json!({"resourcesListChanged": true}));
     let ack = next(&mut watching).unwrap_or_default();
     assert_eq!(
         ack["params"]["notifications"]["resourceSubscriptions"],
-        json!([WATCHED]),
+        json!([uri]),
         "{ack}"
     );
     assert!(next(&mut listing).is_some(), "acknowledged");
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "test_touch_resource", "arguments": {"uri": WATCHED}, "_meta": meta}});
+        "params": {"name": tool, "arguments": {"uri": WATCHED}, "_meta": meta}});
     let auth = format!("Bearer {TOKEN}");
     let headers = [
         ("authorization", auth.as_str()),
@@ -128,13 +145,13 @@ fn a_listen_stream_hears_the_resources_its_filter_names() {
         ("accept", "application/json, text/event-stream"),
         ("mcp-protocol-version", "2026-07-28"),
         ("mcp-method", "tools/call"),
-        ("mcp-name", "test_touch_resource"),
+        ("mcp-name", tool),
     ];
     let (status, _, body) = gw.exchange("POST", &headers, &call.to_string());
     assert_eq!(status, 200, "{body}");
     let told = next(&mut watching).unwrap_or_default();
     assert_eq!(told["method"], "notifications/resources/updated", "{told}");
-    assert_eq!(told["params"]["uri"], WATCHED);
+    assert_eq!(told["params"]["uri"], uri);
     assert_eq!(
         told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         7

@@ -245,7 +245,7 @@ impl Gateway {
     }
 
     /// The server and its own URI behind a served one.
-    fn served(&self, uri: &str) -> Option<(String, String)> {
+    pub(super) fn served(&self, uri: &str) -> Option<(String, String)> {
         if let Exposure::Transparent(server) = &self.exposure {
             return Some((server.clone(), uri.to_owned()));
         }

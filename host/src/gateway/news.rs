@@ -118,14 +118,13 @@ impl Gateway {
         }
     }
 
-    /// Asks the transparent upstream to watch `uris` for a listen stream (best effort:
-    /// an upstream of the handshake era takes `resources/subscribe`).
+    /// Asks the servers behind served `uris` to watch them for a listen stream (best
+    /// effort, in each server's era: `Session::acknowledge`).
     fn watch_upstream(&self, uris: &HashSet<String>) {
-        let Exposure::Transparent(server) = &self.exposure else {
-            return;
-        };
-        for uri in uris {
-            let (session, server, uri) = (self.session.clone(), server.clone(), uri.clone());
+        // A served URI names its server (`edgar://SERVER/...` with `--expose all`); one
+        // that names no configured server subscribes nothing.
+        for (server, uri) in uris.iter().filter_map(|u| self.served(u)) {
+            let session = self.session.clone();
             tokio::spawn(async move {
                 let params = json!({"uri": uri});
                 if let Err(e) = session
