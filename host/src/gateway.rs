@@ -141,6 +141,8 @@ pub struct Gateway {
 /// A listen stream's sources: see [`Gateway::listen`].
 pub(crate) struct Listening {
     pub ack: Vec<u8>,
+    /// What to wait for before acknowledging.
+    pub subscribing: news::Subscribing,
     pub wants: bool,
     /// Whose found tools grew.
     pub grown: tokio::sync::broadcast::Receiver<Arc<str>>,
@@ -289,14 +291,20 @@ impl Gateway {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 // Never answered: it stays open until the client cancels it, and carries
                 // the notifications it asked for (tool list changes, here).
-                let (ack, wants, news) = self.listened(&id, &params);
+                let (ack, wants, news, subscribing) = self.listened(&id, &params);
                 if let Some(news) = news {
                     lock(&self.watchers).push((id.clone(), news));
                 }
                 if wants {
                     lock(&self.listeners).push(id);
                 }
-                let _ = tx.send(ack).await;
+                // Acknowledged once its servers are subscribed, without holding up what
+                // the client sends meanwhile.
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    subscribing.done().await;
+                    let _ = tx.send(ack).await;
+                });
             }
             Incoming::Request { id, method, params } => {
                 if method == "initialize" {
@@ -679,9 +687,10 @@ impl Gateway {
     /// A `subscriptions/listen` stream for an HTTP client (request `id`): the
     /// acknowledgement, whether it asked for tool list changes, and where they are heard.
     pub(crate) fn listen(&self, id: &Value, params: &Value) -> Listening {
-        let (ack, wants, news) = self.listened(id, params);
+        let (ack, wants, news, subscribing) = self.listened(id, params);
         Listening {
             ack,
+            subscribing,
             wants,
             grown: self.grown.subscribe(),
             // An upstream's own change reaches every client only where the served list

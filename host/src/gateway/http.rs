@@ -727,6 +727,7 @@ impl Front {
     ) -> Reply {
         use tokio::sync::broadcast::error::RecvError;
         let super::Listening {
+            subscribing,
             mut grown,
             mut upstream,
             mut news,
@@ -736,6 +737,7 @@ impl Front {
         let gateway = self.gateway.clone();
         let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
+            subscribing.done().await;
             if let Some(first) = first
                 && body_tx.send(event(&first)).await.is_err()
             {

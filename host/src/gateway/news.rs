@@ -17,6 +17,8 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Duration;
 
 use super::{Exposure, Gateway, META_SUBSCRIPTION_ID};
 use crate::mcp::news::{Change, News};
@@ -24,6 +26,28 @@ use crate::mcp::protocol;
 
 /// Most URIs one caller (or one listen stream) watches.
 const MAX_WATCHED: usize = 256;
+
+/// Longest a listen stream's acknowledgement waits for the upstream subscriptions it
+/// names (a server that is slower still is subscribed behind it).
+const ACK_WAIT: Duration = Duration::from_secs(10);
+
+/// The upstream subscriptions a listen stream asked for, under way: its acknowledgement
+/// is sent once they are in place, so a client that acts on the acknowledgement misses
+/// no update (a lazily started server takes a while to be subscribed).
+#[must_use]
+pub(crate) struct Subscribing(Vec<JoinHandle<()>>);
+
+impl Subscribing {
+    /// Waits for every subscription, at most [`ACK_WAIT`].
+    pub(crate) async fn done(self) {
+        let all = async {
+            for handle in self.0 {
+                let _ = handle.await;
+            }
+        };
+        let _ = tokio::time::timeout(ACK_WAIT, all).await;
+    }
+}
 
 /// What one client (or one listen stream) asked to hear.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -91,8 +115,13 @@ pub(crate) struct Watch {
 
 impl Gateway {
     /// The acknowledgement of `subscriptions/listen` request `id` (saying what is
-    /// honoured), whether it asked for tool list changes, and the news it hears, if any.
-    pub(crate) fn listened(&self, id: &Value, params: &Value) -> (Vec<u8>, bool, Option<Wants>) {
+    /// honoured), whether it asked for tool list changes, the news it hears, if any, and
+    /// the upstream subscriptions to wait for before acknowledging.
+    pub(crate) fn listened(
+        &self,
+        id: &Value,
+        params: &Value,
+    ) -> (Vec<u8>, bool, Option<Wants>, Subscribing) {
         let filter = &params["notifications"];
         let tools = filter["toolsListChanged"] == true;
         let mut honoured = json!({"toolsListChanged": tools});
@@ -104,11 +133,11 @@ impl Gateway {
             honoured["resourcesListChanged"] = json!(w.resources_list);
             honoured["promptsListChanged"] = json!(w.prompts_list);
             honoured["resourceSubscriptions"] = json!(w.uris.iter().collect::<BTreeSet<_>>());
-            self.watch_upstream(&w.uris);
         }
+        let subscribing = self.watch_upstream(news.as_ref().map(|w| &w.uris));
         let ack = json!({"_meta": {(META_SUBSCRIPTION_ID): id}, "notifications": honoured});
         let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
-        (ack, tools, news)
+        (ack, tools, news, subscribing)
     }
 
     /// Records `caller`'s `resources/subscribe` (`on`) or unsubscribe of a served URI.
@@ -120,12 +149,14 @@ impl Gateway {
 
     /// Asks the servers behind served `uris` to watch them for a listen stream (best
     /// effort, in each server's era: `Session::acknowledge`).
-    fn watch_upstream(&self, uris: &HashSet<String>) {
+    fn watch_upstream(&self, uris: Option<&HashSet<String>>) -> Subscribing {
         // A served URI names its server (`edgar://SERVER/...` with `--expose all`); one
         // that names no configured server subscribes nothing.
-        for (server, uri) in uris.iter().filter_map(|u| self.served(u)) {
+        let uris = uris.into_iter().flatten();
+        let mut under_way = Vec::new();
+        for (server, uri) in uris.filter_map(|u| self.served(u)) {
             let session = self.session.clone();
-            tokio::spawn(async move {
+            under_way.push(tokio::spawn(async move {
                 let params = json!({"uri": uri});
                 if let Err(e) = session
                     .acknowledge(&server, "resources/subscribe", params)
@@ -133,8 +164,9 @@ impl Gateway {
                 {
                     tracing::debug!(server, "no upstream subscription: {e}");
                 }
-            });
+            }));
         }
+        Subscribing(under_way)
     }
 
     /// Passes servers' news to the one client of a stdio gateway, on `tx`: as a
