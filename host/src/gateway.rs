@@ -28,6 +28,7 @@ use crate::mcp::connection::{LOGS, LogSink, PROGRESS, ProgressSink};
 use crate::mcp::protocol::{
     self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
 };
+use crate::telemetry::{Kind, Span};
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
 
 mod content;
@@ -371,6 +372,32 @@ impl Gateway {
         if let Some(team) = &self.team {
             team.metrics.request(method);
         }
+        // The gateway's span for the request, in the trace it came with (its header, or
+        // its `_meta`), which the work it causes runs in.
+        let parent = crate::telemetry::current().or_else(|| trace::from_meta(&params));
+        let span = Span::start(Kind::Server, parent, || {
+            span_description(caller, id, method, &params)
+        });
+        let Some(span) = span else {
+            return self.answer_traced(caller, id, method, params, tx).await.0;
+        };
+        let answer = self.answer_traced(caller, id, method, params, tx);
+        let (reply, error) = crate::telemetry::CURRENT
+            .scope(span.context(), answer)
+            .await;
+        span.end(error.as_deref());
+        reply
+    }
+
+    /// [`Gateway::answer`] as its caller, with what failed (`error.type`), if anything.
+    async fn answer_traced(
+        &self,
+        caller: &Caller,
+        id: &Value,
+        method: &str,
+        params: Value,
+        tx: &mpsc::Sender<Vec<u8>>,
+    ) -> (Vec<u8>, Option<String>) {
         match caller {
             Caller::Local => self.answer_as(caller, id, method, params, tx).await,
             Caller::User(u) => {
@@ -394,7 +421,7 @@ impl Gateway {
         method: &str,
         params: Value,
         tx: &mpsc::Sender<Vec<u8>>,
-    ) -> Vec<u8> {
+    ) -> (Vec<u8>, Option<String>) {
         let stateless = params
             .get("_meta")
             .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
@@ -402,7 +429,11 @@ impl Gateway {
             .map(str::to_owned);
         let reply = match &stateless {
             Some(v) if !MODERN.contains(&v.as_str()) => {
-                return protocol::unsupported_version(id, v, &supported());
+                let error = protocol::UNSUPPORTED_PROTOCOL_VERSION.to_string();
+                return (
+                    protocol::unsupported_version(id, v, &supported()),
+                    Some(error),
+                );
             }
             Some(_) => self
                 .handle(caller, method, &params, true, tx)
@@ -422,8 +453,11 @@ impl Gateway {
             None => self.handle(caller, method, &params, false, tx).await,
         };
         match reply {
-            Ok(result) => protocol::response(id, result),
-            Err(refused) => refused.response(id),
+            Ok(result) => {
+                let error = (result["isError"] == true).then(|| "tool_error".to_owned());
+                (protocol::response(id, result), error)
+            }
+            Err(refused) => (refused.response(id), Some(refused.code.to_string())),
         }
     }
 
@@ -806,6 +840,24 @@ async fn run_call_in(
 
 /// Passes an upstream call's progress to the client under the token it chose. Progress
 /// is lossy: when the client reads slower than the server reports, updates are dropped.
+/// The gateway's span name and attributes for a request: OpenTelemetry's MCP
+/// conventions, the stateless era's version, and the team user.
+fn span_description(
+    caller: &Caller,
+    id: &Value,
+    method: &str,
+    params: &Value,
+) -> (String, Vec<(&'static str, String)>) {
+    let (name, mut attributes) = crate::telemetry::describe(method, params, id.to_string());
+    if let Some(version) = params["_meta"][protocol::META_PROTOCOL_VERSION].as_str() {
+        attributes.push(("mcp.protocol.version", version.to_owned()));
+    }
+    if let Caller::User(u) = caller {
+        attributes.push(("user.id", u.principal.sub.clone()));
+    }
+    (name, attributes)
+}
+
 fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> ProgressSink {
     Arc::new(move |mut update: Value| {
         update["progressToken"] = token.clone();

@@ -101,9 +101,19 @@ pub(crate) struct HttpGateway {
 
 impl HttpGateway {
     pub(crate) fn start(home: &std::path::Path, args: &[&str]) -> HttpGateway {
+        HttpGateway::start_with(home, args, &[])
+    }
+
+    /// [`HttpGateway::start`] with these environment variables set.
+    pub(crate) fn start_with(
+        home: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpGateway {
         let mut cmd = Command::new(EDGAR);
         cmd.args(["mcp", "serve", "--http", "127.0.0.1:0"])
-            .args(args);
+            .args(args)
+            .envs(env.iter().copied());
         let mut child = in_home(&mut cmd, home)
             .env("EDGAR_SERVE_TOKEN", TOKEN)
             .stdin(Stdio::null())

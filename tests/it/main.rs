@@ -29,5 +29,7 @@ mod search;
 mod search_model;
 mod signals;
 mod tasks;
+
 mod team_gateway;
+mod traces;
 mod trust;

@@ -657,6 +657,7 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
             None,
             "no trace came in, none goes out"
         );
+        assert_eq!(q.body["params"]["_meta"]["traceparent"], Value::Null);
     }
     // A call that carries a W3C traceparent leaves its trace id on its audit lines.
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
@@ -712,13 +713,21 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         "4bf92f3577b34da6a3ce929d0e0e4736",
         "4bf92f3577b34da6a3ce929d0e0e4737",
     ] {
-        let parents: Vec<&str> = seen
+        let calls: Vec<_> = seen
             .iter()
             .filter(|q| q.rpc() == "tools/call")
+            .filter(|q| {
+                q.header("traceparent")
+                    .is_some_and(|t| t.starts_with(&format!("00-{trace}-")))
+            })
+            .collect();
+        let parents: Vec<&str> = calls
+            .iter()
             .filter_map(|q| q.header("traceparent"))
-            .filter(|t| t.starts_with(&format!("00-{trace}-")))
             .collect();
         assert_eq!(parents.len(), 1, "{trace}: {parents:?}");
+        // The same context in `_meta` (SEP-414), which transports without headers carry.
+        assert_eq!(calls[0].body["params"]["_meta"]["traceparent"], parents[0]);
         let (span, flags) = (&parents[0][36..52], &parents[0][52..]);
         assert!(
             span != "00f067aa0ba902b7" && span.bytes().all(|b| b.is_ascii_hexdigit()),

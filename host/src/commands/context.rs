@@ -180,6 +180,8 @@ pub async fn guarded<T>(session: &Session, work: impl std::future::Future<Output
         _ = hup.recv() => 129,
     };
     session.close().await;
+    // Spans not yet exported go before the process does (nothing when none are).
+    let _ = tokio::task::spawn_blocking(edgar_host::telemetry::flush).await;
     std::process::exit(code);
 }
 

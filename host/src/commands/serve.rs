@@ -96,6 +96,10 @@ pub fn run(
     }
     note_held(&config);
     rt.block_on(async {
+        // Spans over OTLP when the standard variables name an endpoint.
+        if edgar_host::telemetry::export_from_env()? {
+            eprintln!("edgar: exporting traces over OTLP, as the OTEL_* variables say");
+        }
         // stdin carries the protocol: nobody can be asked anything there, but the
         // client may ask its user what upstream servers elicit.
         let forward = Forward::new(ask_human(&config, false));
@@ -185,6 +189,8 @@ pub fn run(
         };
         users.close_users().await;
         session.close().await;
+        // The last spans, sent before the process goes (bounded by the export timeout).
+        let _ = tokio::task::spawn_blocking(edgar_host::telemetry::flush).await;
         if let Some(shared) = &shared {
             // Written after every line queued before it: lines not waited for (denials,
             // pins) are in the chain before the process goes.

@@ -428,7 +428,7 @@ impl Front {
         if get {
             return self.standing(&caller, headers);
         }
-        let trace = super::trace::trace_id(headers);
+        let trace = super::trace::from_headers(headers);
         let routing = modern::Routing::of(headers);
         let json = headers
             .get(header::CONTENT_TYPE)
@@ -496,7 +496,7 @@ impl Front {
                 let answers = Answers::declared(declared);
                 let call = self.call_stateless(caller, answers, id, method, params);
                 match trace {
-                    Some(t) => crate::trust::audit::TRACE.scope(t, call).await,
+                    Some(t) => crate::telemetry::CURRENT.scope(t, call).await,
                     None => call.await,
                 }
             }
@@ -511,7 +511,7 @@ impl Front {
                 let mut reply = match trace {
                     Some(t) => {
                         let answer = self.answer(caller, answers, modern, id, method, params);
-                        crate::trust::audit::TRACE.scope(t, answer).await
+                        crate::telemetry::CURRENT.scope(t, answer).await
                     }
                     None => {
                         self.answer(caller, answers, modern, id, method, params)

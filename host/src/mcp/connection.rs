@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
+use crate::telemetry::{self, Kind, Span};
 use crate::text::shown_message;
 
 use super::McpError;
@@ -256,9 +257,26 @@ impl Connection {
                 meta.insert(protocol::META_CLIENT_CAPABILITIES.into(), caps);
             }
         }
+        // A span of its own in the trace the caller's work runs in, if any.
+        let span = Span::start(Kind::Client, telemetry::current(), || {
+            self.span_description(id, method, &params)
+        });
+        // Its trace context goes in `_meta` too (SEP-414), which every transport carries.
+        if let Some(span) = &span {
+            if params.is_null() {
+                params = json!({});
+            }
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert("traceparent".into(), json!(span.context().traceparent()));
+                }
+            }
+        }
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
             message.param_headers = param_headers;
+            message.traceparent = span.as_ref().map(|s| s.context().traceparent());
             self.outgoing
                 .send(message)
                 .await
@@ -295,7 +313,7 @@ impl Connection {
                 Err(_) => Err(self.closed_error()),
             }
         };
-        match tokio::time::timeout(timeout, exchange).await {
+        let outcome = match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => {
                 lock(&self.shared.pending).remove(&id);
@@ -311,7 +329,24 @@ impl Connection {
                     timeout,
                 })
             }
+        };
+        if let Some(span) = span {
+            span.end(outcome.as_ref().err().map(McpError::kind));
         }
+        outcome
+    }
+
+    /// A request's span name and attributes: OpenTelemetry's MCP conventions, and which
+    /// server it goes to.
+    fn span_description(
+        &self,
+        id: u64,
+        method: &str,
+        params: &Value,
+    ) -> (String, Vec<(&'static str, String)>) {
+        let (name, mut attributes) = telemetry::describe(method, params, id.to_string());
+        attributes.push(("edgar.server.name", self.server.clone()));
+        (name, attributes)
     }
 
     /// Gives request `id` a progress token (its id) when the caller follows progress.

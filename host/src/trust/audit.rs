@@ -30,8 +30,6 @@ tokio::task_local! {
     /// The user a team gateway's request runs as: every line written while it runs
     /// (in that task) names them as `user`.
     pub static ACTOR: String;
-    /// The W3C trace id the request came with: every line it leaves says `trace_id`.
-    pub static TRACE: String;
 }
 
 /// The audit chain's key: 32 random bytes. Never shown.

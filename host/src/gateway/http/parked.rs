@@ -28,7 +28,7 @@ use crate::gateway::questions::{Answers, Pause, Questions};
 use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, INVALID_PARAMS};
 use crate::mcp::task::{ESCALATION, Escalation};
-use crate::trust::audit::TRACE;
+use crate::telemetry::{self, CURRENT};
 
 /// Paused calls, by the token handed out; and calls their upstream made tasks
 /// (`tasks.rs`), which outlive their request too.
@@ -111,7 +111,7 @@ impl Front {
         let (who, request) = (caller.clone(), id.clone());
         // The call may outlive this request (paused, or a task), so what it was scoped
         // with goes along with it.
-        let trace = TRACE.try_with(Clone::clone).ok();
+        let trace = telemetry::current();
         let call = async move {
             let answer = gateway.answer(&who, &request, &method, params, &notes_tx);
             let answer = ASKER.scope(asker, answer);
@@ -122,7 +122,7 @@ impl Front {
                 }
             };
             match trace {
-                Some(t) => TRACE.scope(t, answer).await,
+                Some(t) => CURRENT.scope(t, answer).await,
                 None => answer.await,
             }
         };

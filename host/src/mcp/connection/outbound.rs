@@ -13,17 +13,6 @@ fn subject() -> Option<Subject> {
     SUBJECT.try_with(Subject::clone).ok()
 }
 
-/// The W3C `traceparent` a request goes out with when the request that caused it came
-/// with one (`audit::TRACE`, checked when it arrived): the same trace, a span of edgar's
-/// own, sampled.
-fn traceparent() -> Option<String> {
-    let trace = crate::trust::audit::TRACE.try_with(Clone::clone).ok()?;
-    let mut span = [0u8; 8];
-    getrandom::fill(&mut span).ok()?;
-    let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
-    Some(format!("00-{trace}-{span}-01"))
-}
-
 /// One message on its way to the server, encoded, with what an HTTP transport routes
 /// by recorded when it was built (so no transport parses our own messages again).
 #[derive(Debug, Clone)]
@@ -45,7 +34,8 @@ pub(crate) struct Outbound {
     /// The team gateway's user a request is sent for (`auth::bearer::SUBJECT` when it
     /// was built), for a per-user sign-in.
     pub subject: Option<Subject>,
-    /// The trace context an HTTP transport passes on (`traceparent`).
+    /// The trace context an HTTP transport passes on (`traceparent`): a request's own
+    /// span's, set by the connection, a notification's the work's it belongs to.
     pub traceparent: Option<String>,
 }
 
@@ -117,7 +107,7 @@ impl Outbound {
                     name,
                     param_headers: Vec::new(),
                     subject: subject(),
-                    traceparent: traceparent(),
+                    traceparent: None,
                 };
             }
             if let Some(p) = params.as_object_mut() {
@@ -145,7 +135,7 @@ impl Outbound {
             name,
             param_headers: Vec::new(),
             subject: subject(),
-            traceparent: traceparent(),
+            traceparent: None,
         }
     }
 
@@ -163,7 +153,7 @@ impl Outbound {
             name: None,
             param_headers: Vec::new(),
             subject: subject(),
-            traceparent: traceparent(),
+            traceparent: crate::telemetry::current().map(|c| c.traceparent()),
         }
     }
 

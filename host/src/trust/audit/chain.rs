@@ -38,7 +38,7 @@ impl Event {
             time: now_millis(),
             event: event.to_owned(),
             user: super::ACTOR.try_with(String::clone).ok(),
-            trace: super::TRACE.try_with(String::clone).ok(),
+            trace: crate::telemetry::current().map(|c| c.trace_id()),
             fields,
         }
     }
