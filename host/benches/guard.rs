@@ -54,6 +54,25 @@ fn main() {
         }
         return;
     }
+    // K empty calls, each in a fresh instance (a result's guard call pays this), for a
+    // profiler (`perf record`).
+    if let Some(k) = passes("--fresh") {
+        let guard = Guard::new(Some(tempfile_dir()));
+        let adapter = guard
+            .adapter(&AdapterSource::Builtin)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let t = Instant::now();
+        for _ in 0..k {
+            adapter
+                .bench_empty_calls(1)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        println!(
+            "empty call in a fresh instance: {:.1} µs",
+            t.elapsed().as_secs_f64() * 1e6 / k as f64
+        );
+        return;
+    }
     let tools: usize = corpus.iter().map(|(_, t)| t.len()).sum();
     println!("Corpus: {} servers, {tools} tools.\n", corpus.len());
     println!("| measurement | result |");

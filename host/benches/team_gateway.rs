@@ -76,6 +76,44 @@ fn serve_jwks(jwks: String) -> String {
     format!("http://127.0.0.1:{port}")
 }
 
+/// A loopback OTLP "collector": reads each request whole and answers 200 with no body.
+fn serve_collector() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let _ = reader
+                        .get_mut()
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
 fn start(home: &Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
     let child = Command::new(EDGAR)
         .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
@@ -394,6 +432,16 @@ fn main() {
     modern.modern = true;
     let (modern_median, modern_p90) = measure(&mut modern);
     drop(gw);
+    // The one-person mode exporting a server and a client span per call over OTLP.
+    let port = free_port();
+    let collector = serve_collector();
+    let env = [
+        ("EDGAR_SERVE_TOKEN", SECRET),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+    ];
+    let gw = start(home.path(), port, &[], &env);
+    let (traced_median, traced_p90) = measure(&mut Client::connect(port, SECRET));
+    drop(gw);
 
     // The team mode: a JWT per request, Cedar, limits, metrics, the user's audit line.
     let rng = ring::rand::SystemRandom::new();
@@ -455,6 +503,11 @@ fn main() {
         "| one-person mode, stateless era (2026-07-28: `_meta` and headers checked, the call able to pause) | {} | {} |",
         us(modern_median),
         us(modern_p90)
+    );
+    println!(
+        "| one-person mode exporting its spans over OTLP/HTTP (protobuf, batched) | {} | {} |",
+        us(traced_median),
+        us(traced_p90)
     );
     println!(
         "| team mode (JWT + Cedar + limits + metrics + user's audit line) | {} ({ratio:.2}x) | {} |",

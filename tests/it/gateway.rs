@@ -235,6 +235,16 @@ impl HttpGateway {
     }
 }
 
+/// A test that fails before `stop` leaves no gateway behind.
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The next message on an event stream (or `None` once it ended).
 pub(crate) fn next_event(r: &mut BufReader<std::net::TcpStream>) -> Option<Value> {
     let mut line = String::new();
