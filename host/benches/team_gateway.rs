@@ -325,10 +325,19 @@ fn throughput(port: u16, tokens: &[String], n: usize) -> (f64, Duration) {
             let t = t.clone();
             std::thread::spawn(move || {
                 let mut client = Client::connect(port, &t);
-                let found = client.rpc(
-                    "tools/call",
-                    json!({"name": "tool_search", "arguments": {"query": "ex__current_time"}}),
-                );
+                // A server still starting joins a later search (the search waits for no
+                // slow server): search again until it has.
+                let mut found = Value::Null;
+                for _ in 0..100 {
+                    found = client.rpc(
+                        "tools/call",
+                        json!({"name": "tool_search", "arguments": {"query": "ex__current_time"}}),
+                    );
+                    if found.to_string().contains("ex__current_time") {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
                 assert!(found.to_string().contains("ex__current_time"), "{found}");
                 (0..n)
                     .map(|_| {
