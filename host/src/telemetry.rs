@@ -164,12 +164,16 @@ impl Span {
         };
         let (name, attributes) = describe();
         let builder = tracer
-            .span_builder(name)
+            .span_builder(bounded(name))
             .with_kind(match kind {
                 Kind::Server => SpanKind::Server,
                 Kind::Client => SpanKind::Client,
             })
-            .with_attributes(attributes.into_iter().map(|(k, v)| KeyValue::new(k, v)));
+            .with_attributes(
+                attributes
+                    .into_iter()
+                    .map(|(k, v)| KeyValue::new(k, bounded(v))),
+            );
         let within = parent.map_or_else(opentelemetry::Context::new, |p| p.remote());
         let span = tracer.build_with_context(builder, &within);
         let made = span.span_context();
@@ -231,6 +235,23 @@ pub fn describe(
         None => method.to_owned(),
     };
     (name, attributes)
+}
+
+/// Longest span name or attribute value exported, in bytes. Names and ids come from
+/// clients (a tool name, a JSON-RPC id): unbounded, a client could fill the exporter's
+/// queue (2,048 spans) with megabytes each. MCP's own names stay under 128.
+const MAX_ATTRIBUTE_BYTES: usize = 256;
+
+/// `text` cut to [`MAX_ATTRIBUTE_BYTES`] at a character boundary.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_ATTRIBUTE_BYTES {
+        let mut end = MAX_ATTRIBUTE_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// The exporter's tracer, when the environment asked for one (set once, at start).
@@ -353,6 +374,17 @@ mod tests {
         let span = Span::start(Kind::Client, Some(parent), || panic!("not described"));
         let span = span.unwrap_or_else(|| panic!("a span in the trace"));
         assert_eq!(span.context().trace_id, parent.trace_id);
+    }
+
+    #[test]
+    fn what_a_client_names_is_bounded_before_it_is_exported() {
+        assert_eq!(bounded("tools/call greet".into()), "tools/call greet");
+        let long = "x".repeat(1 << 20);
+        assert_eq!(bounded(long).len(), MAX_ATTRIBUTE_BYTES);
+        // Cut at a character boundary, never inside one.
+        let wide = "é".repeat(MAX_ATTRIBUTE_BYTES);
+        let cut = bounded(wide);
+        assert!(cut.len() <= MAX_ATTRIBUTE_BYTES && cut.chars().all(|c| c == 'é'));
     }
 
     #[test]
