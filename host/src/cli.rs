@@ -263,7 +263,8 @@ pub enum McpCommand {
     },
     /// Serve every configured server's tools as one MCP server on stdio, for agents that
     /// speak MCP (Claude Code, Codex, Cursor, Gemini CLI): `tool_search` and `call_tool`
-    /// at start, each found tool added after its search. Servers start on first use.
+    /// at start, each found tool added after its search; the running servers' prompts
+    /// and resources. Servers start on first use.
     Serve {
         /// Print what to add to CLIENT's configuration to use edgar, and exit.
         #[arg(long, value_enum, value_name = "CLIENT")]
@@ -274,8 +275,8 @@ pub enum McpCommand {
         /// Serve only these servers (comma-separated names).
         #[arg(long, value_delimiter = ',', value_name = "A,B")]
         servers: Vec<String>,
-        /// `all`: list every tool of every server from the start (discovers them all)
-        /// instead of only what searches found.
+        /// `all`: list every tool, prompt and resource of every server from the start
+        /// (discovers them all) instead of what searches found and running servers offer.
         #[arg(long, value_name = "all", value_parser = ["all"])]
         expose: Option<String>,
         /// Serve one server (named with --servers) as itself: its own tool and prompt

@@ -137,6 +137,10 @@ pub struct Gateway {
     subscribed: news::Subscribed,
     /// Open `subscriptions/listen` requests of a stdio client for servers' news.
     watchers: Mutex<Vec<(Value, news::Wants)>>,
+    /// The upstream subscriptions each of those holds, let go when it is cancelled.
+    holding: Mutex<Vec<(Value, news::Held)>>,
+    /// Upstream resource subscriptions, counted by holder.
+    upstream: Arc<news::Upstream>,
 }
 
 /// A listen stream's sources: see [`Gateway::listen`].
@@ -144,6 +148,8 @@ pub(crate) struct Listening {
     pub ack: Vec<u8>,
     /// What to wait for before acknowledging.
     pub subscribing: news::Subscribing,
+    /// The upstream subscriptions it holds while it is open.
+    pub held: news::Held,
     pub wants: bool,
     /// Whose found tools grew.
     pub grown: tokio::sync::broadcast::Receiver<Arc<str>>,
@@ -210,6 +216,8 @@ impl Gateway {
             grown: tokio::sync::broadcast::channel(64).0,
             subscribed: news::Subscribed::default(),
             watchers: Mutex::default(),
+            holding: Mutex::default(),
+            upstream: Arc::default(),
         })
     }
 
@@ -229,7 +237,7 @@ impl Gateway {
     {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
         let writer = tokio::spawn(write_all(rx, output));
-        let forward = self.serves_news().then(|| self.forward_news(tx.clone()));
+        let forward = self.forward_news(tx.clone());
         let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
         // What the client said at `initialize` it can answer of upstream servers' questions.
         let mut answers = questions::Answers::default();
@@ -273,9 +281,7 @@ impl Gateway {
         for (_, task) in lock(&running).drain() {
             task.abort();
         }
-        if let Some(f) = forward {
-            f.abort();
-        }
+        forward.abort();
         drop(tx);
         let _ = writer.await;
         result
@@ -292,11 +298,18 @@ impl Gateway {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 // Never answered: it stays open until the client cancels it, and carries
                 // the notifications it asked for (tool list changes, here).
-                let (ack, wants, news, subscribing) = self.listened(&id, &params);
+                let news::Listened {
+                    ack,
+                    tools,
+                    news,
+                    subscribing,
+                    held,
+                } = self.listened(&Caller::Local, &id, &params);
                 if let Some(news) = news {
                     lock(&self.watchers).push((id.clone(), news));
                 }
-                if wants {
+                lock(&self.holding).push((id.clone(), held));
+                if tools {
                     lock(&self.listeners).push(id);
                 }
                 // Acknowledged once its servers are subscribed, without holding up what
@@ -338,6 +351,7 @@ impl Gateway {
                 {
                     lock(&self.listeners).retain(|l| l != id);
                     lock(&self.watchers).retain(|(l, _)| l != id);
+                    lock(&self.holding).retain(|(l, _)| l != id);
                     if let Some(task) = lock(running).remove(&id.to_string()) {
                         task.abort();
                     }
@@ -490,7 +504,7 @@ impl Gateway {
                     .unwrap_or(&PROTOCOL[0]);
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": capabilities(&self.exposure, self.team.is_some()),
+                    "capabilities": capabilities(self.team.is_some()),
                     "serverInfo": server_info(),
                     "instructions": self.instructions(),
                 }))
@@ -515,39 +529,27 @@ impl Gateway {
                 let call = self.call(caller, name, args, tx, progress);
                 LOGS.scope(log_sink(tx.clone()), call).await
             }
-            // Every server's prompts and resources, with `--expose all` only: listing them
-            // starts every server, which the search-first mode never does.
-            // The team policy speaks of tools only: a team's clients get nothing else yet.
-            "prompts/list"
-            | "prompts/get"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-            | "completion/complete"
-            | "logging/setLevel"
-            | "resources/subscribe"
-            | "resources/unsubscribe"
-                if self.team.is_some() =>
-            {
-                Err((
-                    METHOD_NOT_FOUND,
-                    format!("a team gateway serves tools only; {method} is not served"),
-                )
-                    .into())
-            }
-            "prompts/list" if self.expose_all => self.prompts_list().await,
-            "prompts/get" if self.expose_all => self.prompts_get(params).await,
-            "resources/list" if self.expose_all => self.resources_list().await,
-            "resources/templates/list" if self.expose_all => self.templates_list().await,
-            "resources/read" if self.expose_all => self.resources_read(params).await,
+            // One user's log level would be every user's: a team's is the gateway's own.
+            "logging/setLevel" if self.team.is_some() => Err((
+                METHOD_NOT_FOUND,
+                "a team gateway does not pass log levels on".to_owned(),
+            )
+                .into()),
+            // Search-first, the servers running now are listed (listing starts nothing);
+            // a get or read starts the one server it names. A team's policy decides
+            // what each user sees and gets.
+            "prompts/list" => self.prompts_list(caller).await,
+            "prompts/get" => self.prompts_get(caller, params).await,
+            "resources/list" => self.resources_list(caller).await,
+            "resources/templates/list" => self.templates_list(caller).await,
+            "resources/read" => self.resources_read(caller, params).await,
             "resources/subscribe" | "resources/unsubscribe" => {
-                let reply = self.pass_on(method, params).await;
-                if reply.is_ok() {
-                    self.subscribe(caller.key(), params, method == "resources/subscribe");
-                }
-                reply
+                let on = method == "resources/subscribe";
+                self.subscription(caller, params, on).await
             }
-            "completion/complete" | "logging/setLevel" => self.pass_on(method, params).await,
+            "completion/complete" | "logging/setLevel" => {
+                self.pass_on(caller, method, params).await
+            }
             other => Err((METHOD_NOT_FOUND, format!("edgar does not serve {other}")).into()),
         }
     }
@@ -720,12 +722,19 @@ impl Gateway {
 
     /// A `subscriptions/listen` stream for an HTTP client (request `id`): the
     /// acknowledgement, whether it asked for tool list changes, and where they are heard.
-    pub(crate) fn listen(&self, id: &Value, params: &Value) -> Listening {
-        let (ack, wants, news, subscribing) = self.listened(id, params);
+    pub(crate) fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Listening {
+        let news::Listened {
+            ack,
+            tools,
+            news,
+            subscribing,
+            held,
+        } = self.listened(caller, id, params);
         Listening {
             ack,
             subscribing,
-            wants,
+            held,
+            wants: tools,
             grown: self.grown.subscribe(),
             // An upstream's own change reaches every client only where the served list
             // is the upstreams' (not found tools, which are each caller's).
@@ -741,7 +750,7 @@ impl Gateway {
     /// What the gateway serves in the stateless era: the same, and over HTTP tasks (an
     /// upstream's task is handed to a client that takes tasks as one of the gateway's).
     fn stateless_capabilities(&self) -> Value {
-        let mut c = capabilities(&self.exposure, self.team.is_some());
+        let mut c = capabilities(self.team.is_some());
         if self.hands_out_tasks.load(Ordering::Relaxed) {
             c["extensions"] = json!({(protocol::TASKS_EXTENSION): {}});
         }
@@ -755,12 +764,12 @@ impl Gateway {
 
     /// The news a handshake-era session's stream hears: list changes, and the updates
     /// of what its caller subscribed to.
-    pub(crate) fn session_news(&self) -> Option<news::Watch> {
-        self.serves_news().then(|| news::Watch {
+    pub(crate) fn session_news(&self) -> news::Watch {
+        news::Watch {
             wants: None,
             heard: self.session.news(),
             subscription: None,
-        })
+        }
     }
 
     /// Says the served list grew: unasked to a client that initialized (the handshake
@@ -891,23 +900,18 @@ fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
-/// What the gateway serves: tools, with `--expose all` prompts and resources too (and
-/// their servers' list changes, `news.rs`), and for one server transparently also
-/// subscriptions, logging and completion; to a team, tools only (its policy covers
-/// nothing else yet).
-fn capabilities(exposure: &Exposure, team: bool) -> Value {
-    if team {
-        return json!({"tools": {"listChanged": true}});
+/// What the gateway serves: tools, prompts, resources (their servers' list changes and
+/// subscriptions, `news.rs`), logging and completion, in every exposure; a team gets
+/// no logging (a log level is the gateway's, not one user's).
+fn capabilities(team: bool) -> Value {
+    let mut c = json!({"tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "logging": {}, "completions": {}});
+    if team && let Some(c) = c.as_object_mut() {
+        c.remove("logging");
     }
-    match exposure {
-        Exposure::Search => json!({"tools": {"listChanged": true}}),
-        Exposure::All => json!({"tools": {"listChanged": true},
-            "prompts": {"listChanged": true}, "resources": {"listChanged": true}}),
-        Exposure::Transparent(_) => json!({"tools": {"listChanged": true},
-            "prompts": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "logging": {}, "completions": {}}),
-    }
+    c
 }
 
 fn server_info() -> Value {

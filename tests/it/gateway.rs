@@ -207,7 +207,7 @@ impl HttpGateway {
     }
 
     /// A POST in session `session` (none: a stateless client): (status, head, body).
-    fn post_in(&self, session: Option<&str>, message: Value) -> (u16, String, String) {
+    pub(crate) fn post_in(&self, session: Option<&str>, message: Value) -> (u16, String, String) {
         let auth = format!("Bearer {TOKEN}");
         let headers = mcp_headers(&auth, session);
         self.exchange("POST", &headers, &message.to_string())
@@ -277,7 +277,7 @@ pub(crate) fn mcp_headers<'a>(
 }
 
 /// The `Mcp-Session-Id` a response's head hands out.
-fn session_id(head: &str) -> String {
+pub(crate) fn session_id(head: &str) -> String {
     head.lines()
         .find_map(|l| {
             l.to_ascii_lowercase()
@@ -450,19 +450,25 @@ fn a_sessions_get_stream_hears_its_tool_list_grow() {
         "params": {"name": "tool_search", "arguments": {"query": "add two integers"}}});
     let (code, _, body) = gw.post_in(Some(&session), search);
     assert_eq!(code, 200, "{body}");
-    let heard = loop {
+    // The search starts the server, which changes the prompt and resource lists too
+    // (search-first lists the running servers'); then the tool list grows.
+    let mut heard = Vec::new();
+    while !heard
+        .iter()
+        .any(|m| m == "notifications/tools/list_changed")
+    {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            panic!("the stream ended before the change was told");
+            panic!("the stream ended before the change was told: {heard:?}");
         }
         if let Some(data) = line.trim_end().strip_prefix("data: ") {
-            break serde_json::from_str::<Value>(data).unwrap_or_default();
+            let m = serde_json::from_str::<Value>(data).unwrap_or_default();
+            heard.push(m["method"].as_str().unwrap_or_default().to_owned());
         }
-    };
-    assert_eq!(
-        heard["method"], "notifications/tools/list_changed",
-        "{heard}"
-    );
+    }
+    for m in &heard {
+        assert!(m.ends_with("/list_changed"), "{heard:?}");
+    }
     assert_eq!(
         gw.stop(),
         Some(143),
@@ -1385,7 +1391,8 @@ fn the_gateway_confines_the_servers_it_starts_as_the_cli_does() {
 
 /// With `--expose all`, a real client (the MCP Inspector's CLI) lists, gets and reads the
 /// real server-everything's prompts and resources through the gateway, under names and
-/// URIs that say whose they are; without it, the search-first gateway serves neither.
+/// URIs that say whose they are; search-first, those of the servers running, and each
+/// server that starts is told as a list change.
 #[test]
 fn prompts_and_resources_reach_a_real_client_through_it() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -1446,15 +1453,68 @@ fn prompts_and_resources_reach_a_real_client_through_it() {
         "{read}"
     );
 
-    // Search-first (the default): neither is served, so no listing starts a server.
+    // Search-first (the default): a listing shows the running servers' only, so it
+    // starts nothing; a read starts the server its URI names, which the client hears
+    // as both lists changed; completion reaches the server a prompt's name names.
     let mut d = Driver::start(home.path(), &[]);
     d.send(json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}));
-    assert_eq!(d.answer(1)["error"]["code"], -32601);
+    assert_eq!(d.answer(1)["result"], json!({"prompts": []}));
+    d.send(json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list"}));
+    assert_eq!(d.answer(2)["result"], json!({"resources": []}));
     d.send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
                   "params": {"uri": uri}}),
     );
-    assert_eq!(d.answer(2)["error"]["code"], -32601);
+    assert_eq!(d.answer(3)["result"]["contents"][0]["uri"], uri.as_str());
+    let mut next = 10;
+    for method in [
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    ] {
+        let mut heard = 0;
+        for _ in 0..50 {
+            heard = d
+                .notifications
+                .iter()
+                .filter(|n| n["method"] == method)
+                .count();
+            if heard > 0 {
+                break;
+            }
+            next += 1;
+            d.send(json!({"jsonrpc": "2.0", "id": next, "method": "ping"}));
+            d.answer(next);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // Told once for the server's start, not once per list.
+        assert_eq!(heard, 1, "{method}: {:?}", d.notifications);
+    }
+    d.send(json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/list"}));
+    let listed = d.answer(4);
+    assert!(
+        listed["result"]["prompts"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "ev__args-prompt")),
+        "{listed}"
+    );
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "completion/complete",
+                  "params": {"ref": {"type": "ref/prompt", "name": "ev__completable-prompt"},
+                             "argument": {"name": "department", "value": "E"}}}),
+    );
+    let completed = d.answer(5);
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["Engineering"]),
+        "{completed}"
+    );
+    // A reference that names no server is refused, not sent anywhere.
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 6, "method": "completion/complete",
+                  "params": {"ref": {"type": "ref/prompt", "name": "nobody__p"},
+                             "argument": {"name": "a", "value": "b"}}}),
+    );
+    assert_eq!(d.answer(6)["error"]["code"], -32602);
     assert_eq!(d.finish(), Some(0));
 }
 

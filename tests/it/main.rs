@@ -30,6 +30,7 @@ mod search_model;
 mod signals;
 mod tasks;
 
+mod team_content;
 mod team_gateway;
 mod traces;
 mod trust;

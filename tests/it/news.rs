@@ -10,7 +10,7 @@ use std::time::Duration;
 use edgar_tests::{procs_with_tag, user_config};
 use serde_json::{Value, json};
 
-use crate::gateway::{Driver, HttpGateway, TOKEN, next_event};
+use crate::gateway::{Driver, HttpGateway, TOKEN, next_event, session_id};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const WATCHED: &str = "test://watched";
@@ -169,5 +169,52 @@ fn listen_and_touch(test: &str, args: &[&str], uri: &str, tool: &str) {
     // Each stream heard only what it asked for, then the end.
     assert_eq!(next(&mut watching), None);
     assert_eq!(next(&mut listing), None);
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+/// Two holders of one upstream subscription over HTTP: a listen stream watching a URI,
+/// and a handshake-era session that subscribes to it and unsubscribes. The session's
+/// unsubscribe is its own: the server keeps watching for the stream, which still
+/// hears the update.
+#[test]
+fn one_clients_unsubscribe_does_not_end_anothers_updates() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = format!("{}-news-held", std::process::id());
+    example(home.path(), &t);
+    let gw = HttpGateway::start(home.path(), &["--servers", "example", "--transparent"]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {"notifications": {"resourceSubscriptions": [WATCHED]}, "_meta": meta}});
+    let mut watching = gw.stream(
+        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
+        &body,
+    );
+    let ack = next_event(&mut watching).unwrap_or_default();
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([WATCHED]),
+        "{ack}"
+    );
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+        "capabilities": {}}});
+    let (code, head, body) = gw.post_in(None, hello);
+    assert_eq!(code, 200, "{body}");
+    let session = session_id(&head);
+    for (id, method) in [(2, "resources/subscribe"), (3, "resources/unsubscribe")] {
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": WATCHED}});
+        let (code, _, body) = gw.post_in(Some(&session), m);
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("\"result\""), "{method}: {body}");
+    }
+    let touch = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "test_touch_resource", "arguments": {"uri": WATCHED}}});
+    let (code, _, body) = gw.post_in(Some(&session), touch);
+    assert_eq!(code, 200, "{body}");
+    let told = next_event(&mut watching).unwrap_or_default();
+    assert_eq!(told["method"], "notifications/resources/updated", "{told}");
+    assert_eq!(told["params"]["uri"], WATCHED);
+    assert_eq!(gw.stop(), Some(143));
     assert!(procs_with_tag(&t).is_empty());
 }

@@ -292,10 +292,10 @@ pub(crate) fn until_serving(child: &mut Child, who: &str) -> Arc<Mutex<String>> 
 }
 
 /// The team gateway running, and where.
-struct Team {
+pub(crate) struct Team {
     child: Child,
     client: Client,
-    resource: String,
+    pub(crate) resource: String,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -449,7 +449,13 @@ impl Team {
         Team::start_with(home, servers, extra, idp, POLICY)
     }
 
-    fn start_with(home: &Path, servers: Value, extra: Value, idp: &Idp, policy: &str) -> Team {
+    pub(crate) fn start_with(
+        home: &Path,
+        servers: Value,
+        extra: Value,
+        idp: &Idp,
+        policy: &str,
+    ) -> Team {
         user_config(home, servers);
         let port = free_port();
         let config = write_config_with(home, port, &idp.base, extra, policy);
@@ -484,7 +490,7 @@ impl Team {
 }
 
 /// SIGTERM, then: exited 0, and no process tagged `tag` (an upstream) outlived it.
-fn finish(team: Team, tag: &str) {
+pub(crate) fn finish(team: Team, tag: &str) {
     assert_eq!(team.stop(), Some(0));
     assert!(
         procs_with_tag(tag).is_empty(),
@@ -839,11 +845,16 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
     let m = team.call(&ada, 5, "f__add", json!({"a": 40, "b": 2}));
     assert_eq!(text(&m), "42", "the server did not die: {m}");
 
-    // Prompts and resources are outside what the policy speaks of: not served to a team.
-    for method in ["prompts/list", "resources/list", "resources/read"] {
-        let (_, m) = team.rpc(&ada, 6, method, json!({"uri": "file:///etc/passwd"}));
-        assert_eq!(m["error"]["code"], -32601, "{method}: {m}");
-    }
+    // A URI that names no served server reaches none; a log level is not one user's.
+    let (_, m) = team.rpc(
+        &ada,
+        6,
+        "resources/read",
+        json!({"uri": "file:///etc/passwd"}),
+    );
+    assert_eq!(m["error"]["code"], -32602, "{m}");
+    let (_, m) = team.rpc(&ada, 7, "logging/setLevel", json!({"level": "debug"}));
+    assert_eq!(m["error"]["code"], -32601, "{m}");
 
     // The audit trail names the right user for every call, and the denial.
     let trail = std::fs::read_to_string(home.path().join("state/audit.jsonl"))

@@ -1,16 +1,19 @@
-//! Prompts and resources served with `--expose all`: every server's, through the
-//! session (so through the guard), under names and URIs that say whose they are. A
-//! prompt is `SERVER__NAME`; a resource's URI becomes `edgar://SERVER/<its URI,
-//! percent-encoded>`, so two servers' URIs never collide and a server cannot answer for
-//! another's. Resource templates are served for one server transparently only (their
-//! variables would not survive the encoding). Transparently, one server's names and
-//! URIs are its own, and completion, logging and subscriptions are passed on.
+//! Prompts and resources served through the session (so through the guard), under
+//! names and URIs that say whose they are: with `--expose all` every server's,
+//! search-first those of the servers running now. A prompt is `SERVER__NAME`; a
+//! resource's URI becomes `edgar://SERVER/<its URI, percent-encoded>`, so two servers'
+//! URIs never collide and a server cannot answer for another's; completion and
+//! subscriptions go to the server they name, in its own terms. Resource templates are
+//! served for one server transparently only (their variables would not survive the
+//! encoding). Transparently, one server's names and URIs are its own, and completion,
+//! logging and subscriptions are passed on as they are.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Exposure, Gateway, Refused, Reply};
+use super::team::policy::{Action, Target};
+use super::{Caller, Exposure, Gateway, Refused, Reply};
 use crate::guard::{ContentBlock, ResourceContents};
 use crate::mcp::McpError;
 use crate::mcp::protocol::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -22,14 +25,37 @@ const SCHEME: &str = "edgar://";
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
 impl Gateway {
+    /// Whose prompts and resources a listing shows: search-first, the servers running
+    /// now (a listing starts nothing; each server that starts is told as a list
+    /// change); otherwise every server served (starting those not yet running).
+    async fn listed_servers(&self, caller: &Caller) -> Vec<String> {
+        match &self.exposure {
+            Exposure::Search => self.running_for(caller).await,
+            Exposure::Transparent(one) => vec![one.clone()],
+            Exposure::All => self.session.server_names().map(str::to_owned).collect(),
+        }
+    }
+
     /// `prompts/list`: each server's prompts, named `SERVER__NAME`, servers asked at once.
-    pub(super) async fn prompts_list(&self) -> Reply {
-        let names: Vec<String> = self.session.server_names().map(str::to_owned).collect();
+    pub(super) async fn prompts_list(&self, caller: &Caller) -> Reply {
+        let names = self.listed_servers(caller).await;
+        let sessions: Vec<_> = names.iter().map(|n| self.session_of(caller, n)).collect();
         let lists =
-            crate::mcp::client::join_all(names.iter().map(|n| self.session.prompts(n))).await;
+            crate::mcp::client::join_all(names.iter().zip(&sessions).map(|(n, s)| s.prompts(n)))
+                .await;
         let mut prompts = Vec::new();
         for (server, list) in names.iter().zip(lists) {
             for p in skip_unoffered(server, list) {
+                let target = Target::Prompt {
+                    server,
+                    name: &p.name,
+                };
+                if !self
+                    .permits_on(caller, Action::ListPrompts, target)
+                    .allowed()
+                {
+                    continue;
+                }
                 let mut v = json!({
                     "name": self.prompt_name(server, &p.name),
                     "description": p.description,
@@ -45,7 +71,7 @@ impl Gateway {
     }
 
     /// `prompts/get` of `SERVER__NAME`: its messages through the guard, one per block.
-    pub(super) async fn prompts_get(&self, params: &Value) -> Reply {
+    pub(super) async fn prompts_get(&self, caller: &Caller, params: &Value) -> Reply {
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
         let owner = match &self.exposure {
             Exposure::Transparent(server) => Some((server.clone(), name)),
@@ -67,8 +93,13 @@ impl Gateway {
                 arguments.insert(k.clone(), v.to_owned());
             }
         }
+        let target = Target::Prompt {
+            server: &server,
+            name: prompt,
+        };
+        self.check(caller, Action::GetPrompt, target, name)?;
         let out = self
-            .session
+            .session_of(caller, &server)
             .prompt(&server, prompt, &arguments)
             .await
             .map_err(upstream)?;
@@ -89,14 +120,24 @@ impl Gateway {
     }
 
     /// `resources/list`: each server's resources, under `edgar://SERVER/...` URIs.
-    pub(super) async fn resources_list(&self) -> Reply {
-        let names: Vec<String> = self.session.server_names().map(str::to_owned).collect();
+    pub(super) async fn resources_list(&self, caller: &Caller) -> Reply {
+        let names = self.listed_servers(caller).await;
+        let sessions: Vec<_> = names.iter().map(|n| self.session_of(caller, n)).collect();
         let lists =
-            crate::mcp::client::join_all(names.iter().map(|n| self.session.resources(n))).await;
+            crate::mcp::client::join_all(names.iter().zip(&sessions).map(|(n, s)| s.resources(n)))
+                .await;
         let mut resources = Vec::new();
         for (server, list) in names.iter().zip(lists) {
             for r in skip_unoffered(server, list) {
-                if r.template {
+                let target = Target::Resource {
+                    server,
+                    uri: &r.uri,
+                };
+                if r.template
+                    || !self
+                        .permits_on(caller, Action::ListResources, target)
+                        .allowed()
+                {
                     continue;
                 }
                 let mut v = json!({"uri": self.served_uri(server, &r.uri), "name": r.name,
@@ -119,7 +160,7 @@ impl Gateway {
     /// `resources/read` of a served URI: the server's contents through the guard, their
     /// URIs served again; a note the guard put in a refused content's place keeps the
     /// asked URI.
-    pub(super) async fn resources_read(&self, params: &Value) -> Reply {
+    pub(super) async fn resources_read(&self, caller: &Caller, params: &Value) -> Reply {
         let asked = params.get("uri").and_then(Value::as_str).unwrap_or("");
         // Not there: -32602 with the URI as the client asked for it in `data`.
         let missing = || {
@@ -127,8 +168,13 @@ impl Gateway {
                 .with_data(json!({"uri": asked}))
         };
         let (server, uri) = self.served(asked).ok_or_else(missing)?;
+        let target = Target::Resource {
+            server: &server,
+            uri: &uri,
+        };
+        self.check(caller, Action::ReadResource, target, asked)?;
         let blocks = self
-            .session
+            .session_of(caller, &server)
             .read(&server, &uri)
             .await
             .map_err(|e| match e {
@@ -183,14 +229,24 @@ impl Gateway {
 
     /// `resources/templates/list`: one server's templates, served transparently; none
     /// otherwise.
-    pub(super) async fn templates_list(&self) -> Reply {
+    pub(super) async fn templates_list(&self, caller: &Caller) -> Reply {
         let Exposure::Transparent(server) = &self.exposure else {
             return Ok(json!({"resourceTemplates": []}));
         };
-        let list = skip_unoffered(server, self.session.resources(server).await);
+        let session = self.session_of(caller, server);
+        let list = skip_unoffered(server, session.resources(server).await);
         let templates: Vec<Value> = list
             .into_iter()
-            .filter(|r| r.template)
+            .filter(|r| {
+                let target = Target::Resource {
+                    server,
+                    uri: &r.uri,
+                };
+                r.template
+                    && self
+                        .permits_on(caller, Action::ListResources, target)
+                        .allowed()
+            })
             .map(|r| {
                 let mut v =
                     json!({"uriTemplate": r.uri, "name": r.name, "description": r.description});
@@ -203,27 +259,83 @@ impl Gateway {
         Ok(json!({"resourceTemplates": templates}))
     }
 
-    /// Completion, logging and subscriptions, passed on to the one server served
-    /// transparently (their names and URIs are its own); not served otherwise.
-    pub(super) async fn pass_on(&self, method: &str, params: &Value) -> Reply {
-        let Exposure::Transparent(server) = &self.exposure else {
-            return Err((METHOD_NOT_FOUND, format!("edgar does not serve {method}")).into());
-        };
+    /// Completion, logging and subscriptions, passed on: to the one server served
+    /// transparently as they are; otherwise to the server a prompt's name or a served
+    /// URI names, in its own terms (a log level to every running server).
+    pub(super) async fn pass_on(&self, caller: &Caller, method: &str, params: &Value) -> Reply {
         let mut params = params.clone();
         if let Some(p) = params.as_object_mut() {
             p.remove("_meta");
         }
+        let server = match &self.exposure {
+            Exposure::Transparent(server) => server.clone(),
+            _ if method == "logging/setLevel" => return self.set_level(params).await,
+            _ => self.route(method, &mut params)?,
+        };
+        self.check_passed_on(caller, &server, method, &params)?;
+        let session = self.session_of(caller, &server);
         if method == "completion/complete" {
-            return self
-                .session
-                .complete(server, params)
-                .await
-                .map_err(upstream);
+            return session.complete(&server, params).await.map_err(upstream);
         }
-        self.session
-            .acknowledge(server, method, params)
+        session
+            .acknowledge(&server, method, params)
             .await
             .map_err(upstream)?;
+        Ok(json!({}))
+    }
+
+    /// The server a completion's reference (a prompt's served name, a served URI) or a
+    /// subscription's served URI names, with `params` rewritten in that server's terms.
+    fn route(&self, method: &str, params: &mut Value) -> Result<String, Refused> {
+        let (field, asked) = if method == "completion/complete" {
+            let reference = &params["ref"];
+            match reference["type"].as_str() {
+                Some("ref/prompt") => ("name", reference["name"].as_str()),
+                _ => ("uri", reference["uri"].as_str()),
+            }
+        } else {
+            ("uri", params["uri"].as_str())
+        };
+        let asked = asked.unwrap_or("");
+        let owner = match field {
+            "name" => self
+                .owner(asked, "__")
+                .map(|(server, own)| (server, own.to_owned())),
+            _ => self.served(asked),
+        };
+        let Some((server, own)) = owner else {
+            let what = if field == "name" {
+                "prompt named"
+            } else {
+                "resource at"
+            };
+            return Err((INVALID_PARAMS, format!("no {what} {}", shown(asked))).into());
+        };
+        let target = if method == "completion/complete" {
+            &mut params["ref"]
+        } else {
+            &mut *params
+        };
+        target[field] = json!(own);
+        Ok(server)
+    }
+
+    /// `logging/setLevel` for every running server that takes it (one that does not
+    /// is left as it is); a server started later logs at its own level.
+    async fn set_level(&self, params: Value) -> Reply {
+        let running = self.session.running().await;
+        let asked = running.iter().map(|server| {
+            self.session
+                .acknowledge(server, "logging/setLevel", params.clone())
+        });
+        for (server, result) in running
+            .iter()
+            .zip(crate::mcp::client::join_all(asked).await)
+        {
+            if let Err(e) = result {
+                tracing::debug!(server, "its log level is left as it is: {e}");
+            }
+        }
         Ok(json!({}))
     }
 
@@ -282,7 +394,7 @@ fn skip_unoffered<T>(server: &str, list: Result<Vec<T>, McpError>) -> Vec<T> {
 }
 
 /// An upstream failure as a JSON-RPC error: what was asked is wrong, or it failed there.
-fn upstream(e: McpError) -> Refused {
+pub(super) fn upstream(e: McpError) -> Refused {
     if let McpError::MissingCapability { capability, .. } = e {
         return Refused::missing(capability);
     }

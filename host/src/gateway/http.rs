@@ -682,7 +682,7 @@ impl Front {
     /// time this caller's tool list grows or an upstream's served list changes (if it
     /// asked for that), until the client goes away or the gateway shuts down.
     fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
-        let mut l = self.gateway.listen(id, params);
+        let mut l = self.gateway.listen(caller, id, params);
         let note = l.wants.then(|| super::tools_changed(id));
         let ack = std::mem::take(&mut l.ack);
         self.changes(caller, Some(ack), note, l)
@@ -709,8 +709,8 @@ impl Front {
             return status(StatusCode::NOT_ACCEPTABLE, "accept text/event-stream");
         }
         let everything = serde_json::json!({"notifications": {"toolsListChanged": true}});
-        let mut l = self.gateway.listen(&Value::Null, &everything);
-        l.news = self.gateway.session_news();
+        let mut l = self.gateway.listen(caller, &Value::Null, &everything);
+        l.news = Some(self.gateway.session_news());
         let note = protocol::notification("notifications/tools/list_changed", Value::Null);
         self.changes(caller, None, Some(note), l)
     }
@@ -728,6 +728,7 @@ impl Front {
         use tokio::sync::broadcast::error::RecvError;
         let super::Listening {
             subscribing,
+            held,
             mut grown,
             mut upstream,
             mut news,
@@ -737,6 +738,8 @@ impl Front {
         let gateway = self.gateway.clone();
         let (body_tx, body_rx) = mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
+            // The stream's upstream subscriptions end with it.
+            let _held = held;
             subscribing.done().await;
             if let Some(first) = first
                 && body_tx.send(event(&first)).await.is_err()
@@ -759,18 +762,21 @@ impl Front {
                             None => std::future::pending().await,
                         }
                     } => {
-                        let message = match (told, news.as_ref()) {
-                            (Ok(n), Some(w)) => gateway.tell(&who, w, &n),
+                        let messages = match (told, news.as_mut()) {
+                            (Ok(n), Some(w)) => {
+                                let all = super::news::gathered(&mut w.heard, n).await;
+                                gateway.tell(&who, w, &all)
+                            }
                             (Err(RecvError::Closed), _) => {
                                 news = None;
-                                None
+                                Vec::new()
                             }
-                            _ => None,
+                            _ => Vec::new(),
                         };
-                        if let Some(m) = message
-                            && body_tx.send(event(&m)).await.is_err()
-                        {
-                            return;
+                        for m in messages {
+                            if body_tx.send(event(&m)).await.is_err() {
+                                return;
+                            }
                         }
                         false
                     },

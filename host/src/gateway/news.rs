@@ -1,7 +1,7 @@
 //! Passing upstream servers' news on to clients: a resource a client subscribed to
-//! changed, a resource or prompt list changed. Only where the gateway serves resources
-//! and prompts (`--expose all`, `--transparent`; never to a team, whose policy covers
-//! tools only), and only what a client asked to hear: a client of the handshake era
+//! changed, a resource or prompt list changed (search-first, where only running
+//! servers' are listed, a server starting changes both); only what a client asked to
+//! hear (a team's user subscribes only to what the policy lets them read): a client of the handshake era
 //! hears the list changes unasked and the updates of the URIs it subscribed to
 //! (`resources/subscribe`, kept per caller); a `subscriptions/listen` stream hears what
 //! its filter names (`promptsListChanged`, `resourcesListChanged`,
@@ -20,12 +20,19 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Duration;
 
-use super::{Exposure, Gateway, META_SUBSCRIPTION_ID};
+use super::{Caller, Exposure, Gateway, META_SUBSCRIPTION_ID, Reply};
 use crate::mcp::news::{Change, News};
-use crate::mcp::protocol;
+use crate::mcp::protocol::{self, INVALID_PARAMS};
+use crate::text::shown;
 
 /// Most URIs one caller (or one listen stream) watches.
 const MAX_WATCHED: usize = 256;
+
+/// How long news waits after a server started for the starts that come with it, so a
+/// client re-lists once for a search that started many servers, not once per server.
+const SETTLE: Duration = Duration::from_millis(100);
+/// Most pieces of news told together.
+const MAX_GATHERED: usize = 256;
 
 /// Longest a listen stream's acknowledgement waits for the upstream subscriptions it
 /// names (a server that is slower still is subscribed behind it).
@@ -46,6 +53,94 @@ impl Subscribing {
             }
         };
         let _ = tokio::time::timeout(ACK_WAIT, all).await;
+    }
+}
+
+/// A `subscriptions/listen` request taken: see [`Gateway::listened`].
+pub(crate) struct Listened {
+    pub ack: Vec<u8>,
+    /// It asked for tool list changes.
+    pub tools: bool,
+    pub news: Option<Wants>,
+    pub subscribing: Subscribing,
+    pub held: Held,
+}
+
+/// Upstream resource subscriptions, counted by holder (each caller that subscribed to a
+/// URI, each listen stream naming it): a server is asked to watch a URI when its first
+/// holder comes and to stop when its last goes.
+#[derive(Default)]
+pub(crate) struct Upstream(std::sync::Mutex<HashMap<(String, String), usize>>);
+
+impl Upstream {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a holder of `server`'s `uri`; true for the first.
+    fn hold(&self, server: &str, uri: &str) -> bool {
+        let mut all = self.lock();
+        let n = all.entry((server.to_owned(), uri.to_owned())).or_default();
+        *n += 1;
+        *n == 1
+    }
+
+    /// Lets a holder go; true for the last.
+    fn release(&self, server: &str, uri: &str) -> bool {
+        let mut all = self.lock();
+        let key = (server.to_owned(), uri.to_owned());
+        match all.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                all.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many URIs are watched upstream.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// A listen stream's hold on the upstream subscriptions it named: let go when the
+/// stream ends (dropped), unsubscribing each server it was the last holder of.
+pub(crate) struct Held {
+    session: Arc<crate::mcp::client::Session>,
+    upstream: Arc<Upstream>,
+    uris: Vec<(String, String)>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let last: Vec<_> = std::mem::take(&mut self.uris)
+            .into_iter()
+            .filter(|(server, uri)| self.upstream.release(server, uri))
+            .collect();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if last.is_empty() {
+            return;
+        }
+        let session = self.session.clone();
+        runtime.spawn(async move {
+            for (server, uri) in last {
+                let params = json!({"uri": uri});
+                if let Err(e) = session
+                    .acknowledge(&server, "resources/unsubscribe", params)
+                    .await
+                {
+                    tracing::debug!(server, "the upstream subscription stays: {e}");
+                }
+            }
+        });
     }
 }
 
@@ -81,14 +176,17 @@ impl Wants {
 pub(crate) struct Subscribed(std::sync::Mutex<HashMap<String, HashSet<String>>>);
 
 impl Subscribed {
-    /// Records a `resources/subscribe` (or, with `on` false, an unsubscribe).
-    pub(crate) fn set(&self, who: &str, uri: &str, on: bool) {
+    /// Records a `resources/subscribe` (or, with `on` false, an unsubscribe); whether
+    /// it changed anything (not for a URI already subscribed, or one past the cap).
+    pub(crate) fn set(&self, who: &str, uri: &str, on: bool) -> bool {
         let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let mine = all.entry(who.to_owned()).or_default();
         if !on {
-            mine.remove(uri);
+            mine.remove(uri)
         } else if mine.len() < MAX_WATCHED {
-            mine.insert(uri.to_owned());
+            mine.insert(uri.to_owned())
+        } else {
+            false
         }
     }
 
@@ -117,56 +215,116 @@ impl Gateway {
     /// The acknowledgement of `subscriptions/listen` request `id` (saying what is
     /// honoured), whether it asked for tool list changes, the news it hears, if any, and
     /// the upstream subscriptions to wait for before acknowledging.
-    pub(crate) fn listened(
-        &self,
-        id: &Value,
-        params: &Value,
-    ) -> (Vec<u8>, bool, Option<Wants>, Subscribing) {
+    pub(crate) fn listened(&self, caller: &Caller, id: &Value, params: &Value) -> Listened {
         let filter = &params["notifications"];
         let tools = filter["toolsListChanged"] == true;
         let mut honoured = json!({"toolsListChanged": tools});
-        let news = self
-            .serves_news()
-            .then(|| Wants::of_filter(filter))
-            .filter(|w| *w != Wants::default());
+        let mut news = Some(Wants::of_filter(filter)).filter(|w| *w != Wants::default());
+        // Only URIs whose server this caller may read, and which a shared process
+        // serves (a per-user one's updates reach no stream), are watched.
+        let (subscribing, held) = match news.as_mut() {
+            Some(w) => {
+                w.uris.retain(|u| self.watchable(caller, u).is_some());
+                self.watch_upstream(&w.uris)
+            }
+            None => (Subscribing(Vec::new()), self.held(Vec::new())),
+        };
         if let Some(w) = &news {
             honoured["resourcesListChanged"] = json!(w.resources_list);
             honoured["promptsListChanged"] = json!(w.prompts_list);
             honoured["resourceSubscriptions"] = json!(w.uris.iter().collect::<BTreeSet<_>>());
         }
-        let subscribing = self.watch_upstream(news.as_ref().map(|w| &w.uris));
         let ack = json!({"_meta": {(META_SUBSCRIPTION_ID): id}, "notifications": honoured});
         let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
-        (ack, tools, news, subscribing)
+        Listened {
+            ack,
+            tools,
+            news,
+            subscribing,
+            held,
+        }
     }
 
-    /// Records `caller`'s `resources/subscribe` (`on`) or unsubscribe of a served URI.
-    pub(crate) fn subscribe(&self, who: &str, params: &Value, on: bool) {
-        if let Some(uri) = params["uri"].as_str() {
-            self.subscribed.set(who, uri, on);
+    /// The server and its own URI behind served `uri`, if `caller` may watch it.
+    fn watchable(&self, caller: &Caller, uri: &str) -> Option<(String, String)> {
+        let (server, own) = self.served(uri)?;
+        let route = json!({"uri": own});
+        self.check_passed_on(caller, &server, "resources/subscribe", &route)
+            .ok()?;
+        Some((server, own))
+    }
+
+    /// `caller`'s `resources/subscribe` (`on`) or `resources/unsubscribe` of a served
+    /// URI: recorded for the caller, and passed to the server only when the caller is
+    /// its first holder (or its last, to unsubscribe), so one client's unsubscribe
+    /// never ends another's updates.
+    pub(super) async fn subscription(&self, caller: &Caller, params: &Value, on: bool) -> Reply {
+        let asked = params["uri"].as_str().unwrap_or("");
+        let Some((server, own)) = self.served(asked) else {
+            return Err((INVALID_PARAMS, format!("no resource at {}", shown(asked))).into());
+        };
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        self.check_passed_on(caller, &server, method, &json!({"uri": own}))?;
+        if !self.subscribed.set(caller.key(), asked, on) {
+            return Ok(json!({}));
         }
+        let upstream = if on {
+            self.upstream.hold(&server, &own)
+        } else {
+            self.upstream.release(&server, &own)
+        };
+        if upstream
+            && let Err(e) = self
+                .session
+                .acknowledge(&server, method, json!({"uri": own}))
+                .await
+        {
+            // Not in place: as if it had not been asked.
+            if on {
+                self.subscribed.set(caller.key(), asked, false);
+                self.upstream.release(&server, &own);
+            }
+            return Err(super::content::upstream(e));
+        }
+        Ok(json!({}))
     }
 
     /// Asks the servers behind served `uris` to watch them for a listen stream (best
-    /// effort, in each server's era: `Session::acknowledge`).
-    fn watch_upstream(&self, uris: Option<&HashSet<String>>) -> Subscribing {
+    /// effort, in each server's era: `Session::acknowledge`), where no one else has
+    /// them watched already; held until the stream ends.
+    fn watch_upstream(&self, uris: &HashSet<String>) -> (Subscribing, Held) {
         // A served URI names its server (`edgar://SERVER/...` with `--expose all`); one
         // that names no configured server subscribes nothing.
-        let uris = uris.into_iter().flatten();
         let mut under_way = Vec::new();
-        for (server, uri) in uris.filter_map(|u| self.served(u)) {
-            let session = self.session.clone();
-            under_way.push(tokio::spawn(async move {
-                let params = json!({"uri": uri});
-                if let Err(e) = session
-                    .acknowledge(&server, "resources/subscribe", params)
-                    .await
-                {
-                    tracing::debug!(server, "no upstream subscription: {e}");
-                }
-            }));
+        let mut held = Vec::new();
+        for (server, uri) in uris.iter().filter_map(|u| self.served(u)) {
+            if self.upstream.hold(&server, &uri) {
+                let (session, server, uri) = (self.session.clone(), server.clone(), uri.clone());
+                under_way.push(tokio::spawn(async move {
+                    let params = json!({"uri": uri});
+                    if let Err(e) = session
+                        .acknowledge(&server, "resources/subscribe", params)
+                        .await
+                    {
+                        tracing::debug!(server, "no upstream subscription: {e}");
+                    }
+                }));
+            }
+            held.push((server, uri));
         }
-        Subscribing(under_way)
+        (Subscribing(under_way), self.held(held))
+    }
+
+    fn held(&self, uris: Vec<(String, String)>) -> Held {
+        Held {
+            session: self.session.clone(),
+            upstream: self.upstream.clone(),
+            uris,
+        }
     }
 
     /// Passes servers' news to the one client of a stdio gateway, on `tx`: as a
@@ -180,23 +338,25 @@ impl Gateway {
         tokio::spawn(async move {
             loop {
                 let news = match heard.recv().await {
-                    Ok(n) => n,
+                    Ok(n) => gathered(&mut heard, n).await,
                     Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => return,
                 };
                 let mut out = Vec::new();
-                if me.initialized.load(Ordering::Relaxed) {
-                    out.extend(me.told(&news, &me.subscribed.wants(""), None));
-                }
                 let watchers = me
                     .watchers
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
-                for (id, wants) in &watchers {
-                    out.extend(me.told(&news, wants, Some(id)));
+                for news in &news {
+                    if me.initialized.load(Ordering::Relaxed) {
+                        out.extend(me.told(news, &me.subscribed.wants(""), None));
+                    }
+                    for (id, wants) in &watchers {
+                        out.extend(me.told(news, wants, Some(id)));
+                    }
                 }
-                for m in out {
+                for m in once_each(out) {
                     if tx.send(m).await.is_err() {
                         return;
                     }
@@ -205,56 +365,219 @@ impl Gateway {
         })
     }
 
-    /// What a stream of `who` watching `watch` hears of `news`, if anything.
-    pub(crate) fn tell(&self, who: &str, watch: &Watch, news: &News) -> Option<Vec<u8>> {
+    /// What a stream of `who` watching `watch` hears of `news`, each notification once.
+    pub(crate) fn tell(&self, who: &str, watch: &Watch, news: &[News]) -> Vec<Vec<u8>> {
         let wants = match &watch.wants {
             Some(w) => Cow::Borrowed(w),
             None => Cow::Owned(self.subscribed.wants(who)),
         };
-        self.told(news, &wants, watch.subscription.as_ref())
+        let told = news
+            .iter()
+            .flat_map(|n| self.told(n, &wants, watch.subscription.as_ref()));
+        once_each(told.collect())
     }
 
-    /// Whether news is served at all: prompts and resources are, and not to a team.
-    pub(crate) fn serves_news(&self) -> bool {
-        self.expose_all && self.team.is_none()
-    }
-
-    /// The notification a client that `wants` these hears of `news` (on listen stream
-    /// `subscription`, if one), if any.
+    /// The notifications a client that `wants` these hears of `news` (on listen stream
+    /// `subscription`, if one). A server that started changes both lists where only
+    /// running servers' are served (search-first).
     pub(crate) fn told(
         &self,
         news: &News,
         wants: &Wants,
         subscription: Option<&Value>,
-    ) -> Option<Vec<u8>> {
-        if !self.serves_news() {
-            return None;
-        }
+    ) -> Vec<Vec<u8>> {
         if let Exposure::Transparent(one) = &self.exposure
             && **one != *news.server
         {
-            return None;
+            return Vec::new();
         }
-        let mut params = match &news.change {
+        let tagged = |method: &str, mut params: Value| {
+            if let Some(id) = subscription {
+                params["_meta"] = json!({(META_SUBSCRIPTION_ID): id});
+            }
+            protocol::notification(method, params)
+        };
+        const RESOURCES: &str = "notifications/resources/list_changed";
+        const PROMPTS: &str = "notifications/prompts/list_changed";
+        let mut out = Vec::new();
+        match &news.change {
             Change::ResourceUpdated(uri) => {
                 let served = self.served_uri(&news.server, uri);
-                if !wants.uris.contains(&served) {
-                    return None;
+                if wants.uris.contains(&served) {
+                    out.push(tagged(
+                        "notifications/resources/updated",
+                        json!({"uri": served}),
+                    ));
                 }
-                json!({"uri": served})
             }
-            Change::ResourcesListChanged if wants.resources_list => json!({}),
-            Change::PromptsListChanged if wants.prompts_list => json!({}),
-            _ => return None,
-        };
-        if let Some(id) = subscription {
-            params["_meta"] = json!({(META_SUBSCRIPTION_ID): id});
+            Change::ResourcesListChanged if wants.resources_list => {
+                out.push(tagged(RESOURCES, json!({})));
+            }
+            Change::PromptsListChanged if wants.prompts_list => {
+                out.push(tagged(PROMPTS, json!({})));
+            }
+            Change::Started if self.exposure == Exposure::Search => {
+                if wants.prompts_list {
+                    out.push(tagged(PROMPTS, json!({})));
+                }
+                if wants.resources_list {
+                    out.push(tagged(RESOURCES, json!({})));
+                }
+            }
+            _ => {}
         }
-        let method = match news.change {
-            Change::ResourceUpdated(_) => "notifications/resources/updated",
-            Change::ResourcesListChanged => "notifications/resources/list_changed",
-            Change::PromptsListChanged => "notifications/prompts/list_changed",
+        out
+    }
+}
+
+/// `first` and what is heard with it: after a server started, what comes within
+/// [`SETTLE`] (servers discovered together start together, and each start changes the
+/// same two lists); otherwise what is already queued.
+pub(crate) async fn gathered(heard: &mut broadcast::Receiver<News>, first: News) -> Vec<News> {
+    if first.change == Change::Started {
+        tokio::time::sleep(SETTLE).await;
+    }
+    let mut all = vec![first];
+    while all.len() < MAX_GATHERED {
+        match heard.try_recv() {
+            Ok(n) => all.push(n),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
+    all
+}
+
+/// The notifications in order, each told once (a list changed once is enough).
+fn once_each(messages: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut seen = HashSet::new();
+    messages
+        .into_iter()
+        .filter(|m| seen.insert(m.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::client::{Session, SessionOptions};
+    use crate::tools::search_tool::ToolSearch;
+
+    fn gateway(exposure: Exposure) -> Arc<Gateway> {
+        let opts = SessionOptions::new(std::env::temp_dir(), None);
+        let session = Arc::new(Session::new(&crate::config::Config::default(), opts));
+        Gateway::new(session, ToolSearch::new(1000), exposure)
+    }
+
+    fn methods(told: &[Vec<u8>]) -> Vec<String> {
+        told.iter()
+            .map(|m| {
+                let v: Value = serde_json::from_slice(m).unwrap_or_else(|e| panic!("{e}"));
+                v["method"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_started_server_changes_both_lists_only_where_running_servers_are_listed() {
+        let started = News {
+            server: "s".into(),
+            change: Change::Started,
         };
-        Some(protocol::notification(method, params))
+        let both = Wants {
+            resources_list: true,
+            prompts_list: true,
+            uris: HashSet::new(),
+        };
+        let search = gateway(Exposure::Search);
+        assert_eq!(
+            methods(&search.told(&started, &both, None)),
+            [
+                "notifications/prompts/list_changed",
+                "notifications/resources/list_changed"
+            ]
+        );
+        let prompts_only = Wants {
+            resources_list: false,
+            ..both.clone()
+        };
+        assert_eq!(
+            methods(&search.told(&started, &prompts_only, None)),
+            ["notifications/prompts/list_changed"]
+        );
+        // With every server listed (or one), a start changes no list.
+        for exposure in [Exposure::All, Exposure::Transparent("s".into())] {
+            assert!(gateway(exposure).told(&started, &both, None).is_empty());
+        }
+    }
+
+    #[test]
+    fn news_heard_together_is_told_once() {
+        let watch = |tx: &broadcast::Sender<News>| Watch {
+            wants: None,
+            heard: tx.subscribe(),
+            subscription: None,
+        };
+        let (tx, _) = broadcast::channel(16);
+        let search = gateway(Exposure::Search);
+        let mut w = watch(&tx);
+        let start = |s: &str| News {
+            server: s.into(),
+            change: Change::Started,
+        };
+        for s in ["b", "c"] {
+            let _ = tx.send(start(s));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let all = rt.block_on(gathered(&mut w.heard, start("a")));
+        assert_eq!(all.len(), 3);
+        let told = search.tell("", &w, &all);
+        assert_eq!(
+            methods(&told),
+            [
+                "notifications/prompts/list_changed",
+                "notifications/resources/list_changed"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_upstream_subscription_lasts_from_its_first_holder_to_its_last() {
+        let up = Arc::new(Upstream::default());
+        assert!(up.hold("s", "a"), "the first holder subscribes");
+        assert!(!up.hold("s", "a"), "a second does not");
+        assert!(up.hold("t", "a"), "another server's URI is its own");
+        assert!(!up.release("s", "a"), "one holder is left");
+        assert!(up.release("s", "a"), "the last unsubscribes");
+        assert!(!up.release("s", "a"), "nothing is held any more");
+        assert_eq!(up.len(), 1);
+        // A listen stream lets go of what it held when it ends, even with no runtime
+        // to tell the server in (a gateway shutting down).
+        let search = gateway(Exposure::Search);
+        assert!(search.upstream.hold("s", "b"));
+        let held = Held {
+            session: search.session.clone(),
+            upstream: search.upstream.clone(),
+            uris: vec![("s".into(), "b".into())],
+        };
+        drop(held);
+        assert_eq!(search.upstream.len(), 0);
+    }
+
+    #[test]
+    fn a_caller_subscribes_to_a_uri_once() {
+        let subscribed = Subscribed::default();
+        assert!(subscribed.set("ada", "u", true));
+        assert!(!subscribed.set("ada", "u", true));
+        assert!(subscribed.set("bob", "u", true));
+        assert!(subscribed.set("ada", "u", false));
+        assert!(!subscribed.set("ada", "u", false));
+        for i in 1..MAX_WATCHED {
+            subscribed.set("bob", &format!("u{i}"), true);
+        }
+        assert!(!subscribed.set("bob", "one too many", true));
     }
 }

@@ -1,6 +1,7 @@
-//! A team gateway's request as its user: what the policy lets them see, and a call
-//! checked against the policy and the rate limits before it runs, counted and audited
-//! under their name.
+//! A team gateway's request as its user: what the policy lets them see, a call checked
+//! against the policy and the rate limits before it runs, counted and audited under
+//! their name, and a prompt get or resource read checked against the policy; each in
+//! the session that runs the server for them.
 
 use std::sync::Arc;
 
@@ -8,10 +9,12 @@ use serde_json::{Value, json};
 
 use super::team::Team;
 use super::team::metrics::Outcome;
-use super::team::policy::{Action, Decision};
-use super::{Caller, Exposure, Gateway, Reply, text_result};
+use super::team::policy::{Action, Decision, Target};
+use super::{Caller, Exposure, Gateway, Refused, Reply, text_result};
 use crate::guard::SanitizedTool;
+use crate::mcp::client::Session;
 use crate::mcp::connection::ProgressSink;
+use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// The JSON-RPC error code of a call refused by a rate limit (implementation-defined
 /// server error range).
@@ -29,6 +32,131 @@ impl Gateway {
             (Some(team), Caller::User(u)) => team.policy.decide(&u.principal, action, tool),
             _ => Decision::Allow,
         }
+    }
+
+    /// What the policy decides for `caller` about a prompt or resource (the local
+    /// user: everything).
+    pub(super) fn permits_on(
+        &self,
+        caller: &Caller,
+        action: Action,
+        target: Target<'_>,
+    ) -> Decision {
+        match (&self.team, caller) {
+            (Some(team), Caller::User(u)) => team.policy.decide_on(&u.principal, action, target),
+            _ => Decision::Allow,
+        }
+    }
+
+    /// Refuses what the policy does not let `caller` do to `target` (asked for as
+    /// `asked`): an error that names the policy, and an audit line.
+    pub(super) fn check(
+        &self,
+        caller: &Caller,
+        action: Action,
+        target: Target<'_>,
+        asked: &str,
+    ) -> Result<(), Refused> {
+        let decision = self.permits_on(caller, action, target);
+        if decision.allowed() {
+            return Ok(());
+        }
+        let reason = decision.reason();
+        let mut fields = json!({"action": action.name(), "why": reason});
+        match target {
+            Target::Tool(t) => {
+                fields["server"] = json!(t.server());
+                fields["tool"] = json!(t.tool());
+            }
+            Target::Prompt { server, name } => {
+                fields["server"] = json!(server);
+                fields["prompt"] = json!(name);
+            }
+            Target::Resource { server, uri } => {
+                fields["server"] = json!(server);
+                fields["uri"] = json!(uri);
+            }
+        }
+        self.session.audit("denied", fields);
+        Err((
+            INVALID_PARAMS,
+            format!(
+                "edgar's policy does not let you {} {}: {reason}",
+                action.verb(),
+                crate::text::shown(asked)
+            ),
+        )
+            .into())
+    }
+
+    /// Checks a completion or a subscription passed on to `server` (its params in the
+    /// server's own terms): completing a prompt's arguments needs `get_prompt`, a
+    /// resource's or a subscription `read_resource`. A per-user server's resource
+    /// updates would reach no one: subscribing to them is refused.
+    pub(super) fn check_passed_on(
+        &self,
+        caller: &Caller,
+        server: &str,
+        method: &str,
+        params: &Value,
+    ) -> Result<(), Refused> {
+        if self.team.is_none() {
+            return Ok(());
+        }
+        let (action, own, field) = match method {
+            "completion/complete" if params["ref"]["type"] == "ref/prompt" => {
+                (Action::GetPrompt, &params["ref"]["name"], "name")
+            }
+            "completion/complete" => (Action::ReadResource, &params["ref"]["uri"], "uri"),
+            _ => (Action::ReadResource, &params["uri"], "uri"),
+        };
+        let own = own.as_str().unwrap_or("");
+        let target = if field == "name" {
+            Target::Prompt { server, name: own }
+        } else {
+            Target::Resource { server, uri: own }
+        };
+        self.check(caller, action, target, own)?;
+        if method == "resources/subscribe"
+            && self.per_user.as_ref().is_some_and(|p| p.serves(server))
+        {
+            return Err((
+                METHOD_NOT_FOUND,
+                format!("the resources of {server}, which runs per user, cannot be subscribed to"),
+            )
+                .into());
+        }
+        Ok(())
+    }
+
+    /// The session that runs `server` for `caller`: their own for a per-user server,
+    /// else the shared one.
+    pub(super) fn session_of(&self, caller: &Caller, server: &str) -> Arc<Session> {
+        match (&self.per_user, caller) {
+            (Some(p), Caller::User(_)) if p.serves(server) => p.session_for(caller.key()),
+            _ => self.session.clone(),
+        }
+    }
+
+    /// The servers running for `caller`: the shared ones running, and their own
+    /// per-user ones.
+    pub(super) async fn running_for(&self, caller: &Caller) -> Vec<String> {
+        let per_user = |s: &str| self.per_user.as_ref().is_some_and(|p| p.serves(s));
+        let mut names: Vec<String> = (self.session.running().await.into_iter())
+            .filter(|s| !per_user(s))
+            .map(str::to_owned)
+            .collect();
+        if let (Some(p), Caller::User(_)) = (&self.per_user, caller) {
+            let mine = p.session_for(caller.key());
+            names.extend(
+                mine.running()
+                    .await
+                    .into_iter()
+                    .filter(|s| per_user(s))
+                    .map(str::to_owned),
+            );
+        }
+        names
     }
 
     /// A team user's call: the tool found (by this user's searches, or in the catalog

@@ -397,6 +397,24 @@ impl SessionInner {
             })
     }
 
+    /// The servers running now, in configured order. One being started is not yet (it
+    /// is told as [`super::news::Change::Started`] when it is); a server's state held
+    /// for a moment by a call is waited for, briefly.
+    pub async fn running(&self) -> Vec<&str> {
+        const HELD: Duration = Duration::from_millis(100);
+        let mut names = Vec::new();
+        for s in &self.servers {
+            let state = match s.state.try_lock() {
+                Ok(state) => Some(state),
+                Err(_) => tokio::time::timeout(HELD, s.state.lock()).await.ok(),
+            };
+            if let Some(State::Running(_)) = state.as_deref() {
+                names.push(s.spec.name.as_str());
+            }
+        }
+        names
+    }
+
     /// Every server's state. Reads only small cache files; starts nothing.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.servers

@@ -1,9 +1,10 @@
 //! What a running server says changed besides its tools: a resource a client asked to
 //! watch (`notifications/resources/updated`), its resource list or its prompt list
-//! (`notifications/resources/list_changed`, `notifications/prompts/list_changed`).
-//! The connection checks each (a URI must be one edgar would read) and the session
-//! hands it, named by server, to whoever serves these on (the gateway); nothing is
-//! kept, and nobody listening loses nothing.
+//! (`notifications/resources/list_changed`, `notifications/prompts/list_changed`);
+//! and that a server started, so what it offers is at hand now. The connection checks
+//! each (a URI must be one edgar would read) and the session hands it, named by
+//! server, to whoever serves these on (the gateway); nothing is kept, and nobody
+//! listening loses nothing.
 
 use std::sync::Arc;
 
@@ -22,6 +23,9 @@ pub enum Change {
     ResourceUpdated(String),
     ResourcesListChanged,
     PromptsListChanged,
+    /// The server started (lazily): its prompts and resources can be listed without
+    /// starting anything.
+    Started,
 }
 
 /// The news in a notification of `server`, if it is one and well formed.

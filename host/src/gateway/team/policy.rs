@@ -20,7 +20,9 @@ use crate::guard::SanitizedTool;
 /// The entities and actions a policy speaks of. A tool's hints carry the MCP defaults
 /// when the server gave none (not read-only, destructive, not idempotent, open world):
 /// a policy that trusts `readOnlyHint` trusts what a server claims, which the guard has
-/// checked only for shape.
+/// checked only for shape. Prompts and resources carry the same hints, fixed to what
+/// getting or reading is (read-only, not destructive, idempotent, closed world), so a
+/// rule written for every action (`when { resource.readOnlyHint }`) holds for them too.
 pub const SCHEMA: &str = r#"
 entity User = { groups: Set<String>, scopes: Set<String> };
 entity Server;
@@ -32,23 +34,80 @@ entity Tool in [Server] = {
   idempotentHint: Bool,
   openWorldHint: Bool,
 };
+entity Prompt in [Server] = {
+  server: String,
+  prompt: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
+entity Resource in [Server] = {
+  server: String,
+  uri: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
 action list_tools, call_tool appliesTo { principal: [User], resource: [Tool] };
+action list_prompts, get_prompt appliesTo { principal: [User], resource: [Prompt] };
+action list_resources, read_resource appliesTo { principal: [User], resource: [Resource] };
 "#;
 
-/// What a policy decides about one tool.
+/// What a policy decides about one tool, prompt or resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Seeing the tool in `tools/list` and `tool_search`.
     ListTools,
     /// Calling it.
     CallTool,
+    /// Seeing the prompt in `prompts/list`.
+    ListPrompts,
+    /// Getting it (or completing its arguments).
+    GetPrompt,
+    /// Seeing the resource (or template) in `resources/list`.
+    ListResources,
+    /// Reading it (or subscribing to it, or completing its template).
+    ReadResource,
 }
 
 impl Action {
+    const ALL: [Action; 6] = [
+        Action::ListTools,
+        Action::CallTool,
+        Action::ListPrompts,
+        Action::GetPrompt,
+        Action::ListResources,
+        Action::ReadResource,
+    ];
+
     fn id(self) -> &'static str {
         match self {
             Action::ListTools => "list_tools",
             Action::CallTool => "call_tool",
+            Action::ListPrompts => "list_prompts",
+            Action::GetPrompt => "get_prompt",
+            Action::ListResources => "list_resources",
+            Action::ReadResource => "read_resource",
+        }
+    }
+}
+
+/// What a decision is about: a tool, or one of a server's prompts or resources (by
+/// the server's own name or URI; a template by its URI template).
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    Tool(&'a SanitizedTool),
+    Prompt { server: &'a str, name: &'a str },
+    Resource { server: &'a str, uri: &'a str },
+}
+
+impl Target<'_> {
+    fn server(&self) -> &str {
+        match self {
+            Target::Tool(t) => t.server(),
+            Target::Prompt { server, .. } | Target::Resource { server, .. } => server,
         }
     }
 }
@@ -83,8 +142,11 @@ pub struct Policy {
     authorizer: Authorizer,
     user_type: EntityTypeName,
     tool_type: EntityTypeName,
+    prompt_type: EntityTypeName,
+    resource_type: EntityTypeName,
     server_type: EntityTypeName,
-    actions: [EntityUid; 2],
+    /// Each [`Action`]'s uid, in [`Action::ALL`]'s order.
+    actions: Vec<EntityUid>,
 }
 
 impl Policy {
@@ -116,8 +178,10 @@ impl Policy {
             authorizer: Authorizer::new(),
             user_type: name("User")?,
             tool_type: name("Tool")?,
+            prompt_type: name("Prompt")?,
+            resource_type: name("Resource")?,
             server_type: name("Server")?,
-            actions: [action("list_tools"), action("call_tool")],
+            actions: Action::ALL.iter().map(|a| action(a.id())).collect(),
         })
     }
 
@@ -132,7 +196,12 @@ impl Policy {
 
     /// Whether `who` may do `action` on `tool`.
     pub fn decide(&self, who: &Principal, action: Action, tool: &SanitizedTool) -> Decision {
-        match self.ask(who, action, tool) {
+        self.decide_on(who, action, Target::Tool(tool))
+    }
+
+    /// Whether `who` may do `action` on `target`.
+    pub fn decide_on(&self, who: &Principal, action: Action, target: Target<'_>) -> Decision {
+        match self.ask(who, action, target) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!("the policy could not be evaluated: {e}; denied");
@@ -141,22 +210,12 @@ impl Policy {
         }
     }
 
-    fn ask(
-        &self,
-        who: &Principal,
-        action: Action,
-        tool: &SanitizedTool,
-    ) -> Result<Decision, String> {
+    fn ask(&self, who: &Principal, action: Action, target: Target<'_>) -> Result<Decision, String> {
         let user =
             EntityUid::from_type_name_and_id(self.user_type.clone(), EntityId::new(&who.sub));
-        let server = EntityUid::from_type_name_and_id(
-            self.server_type.clone(),
-            EntityId::new(tool.server()),
-        );
-        let resource = EntityUid::from_type_name_and_id(
-            self.tool_type.clone(),
-            EntityId::new(format!("{}__{}", tool.server(), tool.tool())),
-        );
+        let server_name = target.server();
+        let server =
+            EntityUid::from_type_name_and_id(self.server_type.clone(), EntityId::new(server_name));
         let set = |v: &[String]| {
             RestrictedExpression::new_set(v.iter().cloned().map(RestrictedExpression::new_string))
         };
@@ -169,24 +228,49 @@ impl Policy {
             HashSet::new(),
         )
         .map_err(|e| e.to_string())?;
-        let h = tool.hints();
-        let flag =
-            |v: Option<bool>, default: bool| RestrictedExpression::new_bool(v.unwrap_or(default));
-        let tool_entity = Entity::new(
+        let string = |v: &str| RestrictedExpression::new_string(v.to_owned());
+        let flag = RestrictedExpression::new_bool;
+        // Hints: a tool's as its server gave them (MCP's defaults for those it did
+        // not); a prompt's or resource's, what getting or reading is.
+        let (kind, id, own, hints) = match target {
+            Target::Tool(tool) => {
+                let h = tool.hints();
+                (
+                    &self.tool_type,
+                    format!("{server_name}__{}", tool.tool()),
+                    ("tool", tool.tool()),
+                    [
+                        h.read_only.unwrap_or(false),
+                        h.destructive.unwrap_or(true),
+                        h.idempotent.unwrap_or(false),
+                        h.open_world.unwrap_or(true),
+                    ],
+                )
+            }
+            Target::Prompt { name, .. } => (
+                &self.prompt_type,
+                format!("{server_name}__{name}"),
+                ("prompt", name),
+                [true, false, true, false],
+            ),
+            Target::Resource { uri, .. } => (
+                &self.resource_type,
+                format!("{server_name}/{uri}"),
+                ("uri", uri),
+                [true, false, true, false],
+            ),
+        };
+        let resource = EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id));
+        let [read_only, destructive, idempotent, open_world] = hints;
+        let target_entity = Entity::new(
             resource.clone(),
             HashMap::from([
-                (
-                    "server".to_owned(),
-                    RestrictedExpression::new_string(tool.server().into()),
-                ),
-                (
-                    "tool".to_owned(),
-                    RestrictedExpression::new_string(tool.tool().into()),
-                ),
-                ("readOnlyHint".to_owned(), flag(h.read_only, false)),
-                ("destructiveHint".to_owned(), flag(h.destructive, true)),
-                ("idempotentHint".to_owned(), flag(h.idempotent, false)),
-                ("openWorldHint".to_owned(), flag(h.open_world, true)),
+                ("server".to_owned(), string(server_name)),
+                (own.0.to_owned(), string(own.1)),
+                ("readOnlyHint".to_owned(), flag(read_only)),
+                ("destructiveHint".to_owned(), flag(destructive)),
+                ("idempotentHint".to_owned(), flag(idempotent)),
+                ("openWorldHint".to_owned(), flag(open_world)),
             ]),
             HashSet::from([server.clone()]),
         )
@@ -194,16 +278,17 @@ impl Policy {
         let entities = Entities::from_entities(
             [
                 user_entity,
-                tool_entity,
+                target_entity,
                 Entity::new_no_attrs(server, HashSet::new()),
             ],
             None,
         )
         .map_err(|e| e.to_string())?;
-        let action = match action {
-            Action::ListTools => self.actions[0].clone(),
-            Action::CallTool => self.actions[1].clone(),
-        };
+        let index = Action::ALL.iter().position(|a| *a == action);
+        let action = index
+            .and_then(|i| self.actions.get(i))
+            .cloned()
+            .ok_or_else(|| format!("no Cedar action for {action:?}"))?;
         let request = Request::new(user, action, resource, Context::empty(), None)
             .map_err(|e| e.to_string())?;
         let response = self
@@ -233,6 +318,18 @@ impl Action {
     /// The Cedar action's name, for audit lines.
     pub fn name(self) -> &'static str {
         self.id()
+    }
+
+    /// What doing it is, in words ("edgar's policy does not let you VERB X").
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::ListTools => "see the tool",
+            Action::CallTool => "call",
+            Action::ListPrompts => "see the prompt",
+            Action::GetPrompt => "get the prompt",
+            Action::ListResources => "see the resource",
+            Action::ReadResource => "read",
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use crate::guard::{Adapter, GuardError, SanitizedTool};
 use crate::mcp::McpError;
 use crate::mcp::cache::{Entry, Failure, Timings, now};
 use crate::mcp::connection::Connection;
+use crate::mcp::news::{Change, News};
 use crate::mcp::task::Tasks;
 use crate::text::shown;
 use crate::trust::audit::AuditLog;
@@ -284,6 +285,10 @@ impl SessionInner {
                     self.listen_for_changes(&server.spec.name, &running);
                 }
                 *state = State::Running(running.clone());
+                let _ = self.news.send(News {
+                    server: name.as_str().into(),
+                    change: Change::Started,
+                });
                 Ok(running)
             }
             Err(e) => {

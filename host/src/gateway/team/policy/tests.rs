@@ -118,3 +118,87 @@ fn an_empty_file_permits_nothing() {
             .allowed()
     );
 }
+
+#[test]
+fn prompts_and_resources_are_decided_by_their_own_actions() {
+    let text = r#"
+// Everyone gets github's prompts; engineers read its resources under repo://.
+permit(principal, action in [Action::"list_prompts", Action::"get_prompt"], resource in Server::"github");
+permit(principal, action == Action::"read_resource", resource in Server::"github")
+  when { principal.groups.contains("eng") && resource.uri like "repo://*" };
+// A rule written for every action, as the docs' read-only example: it holds for
+// prompts and resources (getting and reading are read-only) and still validates.
+permit(principal, action, resource in Server::"docs")
+  when { principal.groups.contains("support") && resource.readOnlyHint };
+@id("no-admin-prompt")
+forbid(principal, action == Action::"get_prompt", resource == Prompt::"github__admin");
+"#;
+    let p = Policy::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let (eng, support) = (user("ada", &["eng"]), user("sam", &["support"]));
+    let prompt = |server, name| Target::Prompt { server, name };
+    let resource = |server, uri| Target::Resource { server, uri };
+    for (who, action, target, allowed) in [
+        (
+            &support,
+            Action::GetPrompt,
+            prompt("github", "triage"),
+            true,
+        ),
+        (
+            &support,
+            Action::GetPrompt,
+            prompt("github", "admin"),
+            false,
+        ),
+        (&eng, Action::ListPrompts, prompt("github", "admin"), true),
+        (
+            &eng,
+            Action::ReadResource,
+            resource("github", "repo://a/b"),
+            true,
+        ),
+        (
+            &eng,
+            Action::ReadResource,
+            resource("github", "file:///etc/passwd"),
+            false,
+        ),
+        (
+            &eng,
+            Action::ListResources,
+            resource("github", "repo://a/b"),
+            false,
+        ),
+        (
+            &support,
+            Action::ReadResource,
+            resource("github", "repo://a/b"),
+            false,
+        ),
+        (
+            &support,
+            Action::ReadResource,
+            resource("docs", "file:///x"),
+            true,
+        ),
+        (&support, Action::GetPrompt, prompt("docs", "p"), true),
+        (&eng, Action::GetPrompt, prompt("slack", "p"), false),
+    ] {
+        assert_eq!(
+            p.decide_on(who, action, target).allowed(),
+            allowed,
+            "{} {action:?} {target:?}",
+            who.sub
+        );
+    }
+    let d = p.decide_on(&support, Action::GetPrompt, prompt("github", "admin"));
+    assert!(d.reason().contains("no-admin-prompt"), "{}", d.reason());
+    // A tool action never applies to a prompt, whatever the rule says of tools.
+    let tools_only = Policy::parse("permit(principal, action == Action::\"call_tool\", resource);")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !tools_only
+            .decide_on(&eng, Action::GetPrompt, prompt("github", "triage"))
+            .allowed()
+    );
+}
