@@ -23,15 +23,21 @@ tokio::task_local! {
 
 /// The context of the span the current task's work runs in, if any.
 pub fn current() -> Option<Context> {
-    CURRENT.try_with(|c| *c).ok()
+    CURRENT.try_with(Context::clone).ok()
 }
 
-/// A W3C trace context: which trace, which span in it, whether it is sampled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Longest `tracestate` carried on (the W3C spec asks propagators to pass at least 512
+/// characters, and lets them drop a longer one).
+const MAX_TRACESTATE: usize = 512;
+
+/// A W3C trace context: which trace, which span in it, whether it is sampled, and the
+/// vendors' `tracestate` that travels with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Context {
     trace_id: [u8; 16],
     span_id: [u8; 8],
     sampled: bool,
+    state: Option<std::sync::Arc<str>>,
 }
 
 impl Context {
@@ -56,7 +62,21 @@ impl Context {
             trace_id,
             span_id,
             sampled: flags[0] & 1 == 1,
+            state: None,
         })
+    }
+
+    /// This context with the `tracestate` that came with it, if well-formed (at most 32
+    /// `key=value` members as the W3C spec has them, printable ASCII, 512 bytes at
+    /// most); one that is not is dropped whole, as the spec says, never echoed.
+    pub fn with_state(mut self, value: Option<&str>) -> Context {
+        self.state = value.and_then(tracestate).map(Into::into);
+        self
+    }
+
+    /// The `tracestate` to pass on with [`Context::traceparent`], if any.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.state.as_deref()
     }
 
     /// The trace id, as 32 lowercase hex digits (as audit lines carry it).
@@ -78,7 +98,7 @@ impl Context {
     fn child(&self) -> Context {
         Context {
             span_id: random().unwrap_or(self.span_id),
-            ..*self
+            ..self.clone()
         }
     }
 
@@ -92,10 +112,40 @@ impl Context {
             SpanId::from_bytes(self.span_id),
             flags,
             true,
-            TraceState::default(),
+            self.state
+                .as_deref()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default(),
         );
         opentelemetry::Context::new().with_remote_span_context(span)
     }
+}
+
+/// A well-formed `tracestate` value, normalized (members joined by `,`), or `None`.
+fn tracestate(value: &str) -> Option<String> {
+    if value.len() > MAX_TRACESTATE
+        || !value
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
+    {
+        return None;
+    }
+    let members: Vec<&str> = value
+        .split(',')
+        .map(|m| m.trim_matches([' ', '\t']))
+        .filter(|m| !m.is_empty())
+        .collect();
+    // Keys and values of 1 to 256 characters (the parser below lets empty ones by).
+    let whole = |m: &&str| {
+        m.split_once('=')
+            .is_some_and(|(k, v)| !k.is_empty() && !v.is_empty())
+    };
+    if members.len() > 32 || !members.iter().all(whole) {
+        return None;
+    }
+    let state: TraceState = value.parse().ok()?;
+    let header = state.header();
+    (!header.is_empty()).then_some(header)
 }
 
 /// `N` bytes from exactly `2 * N` lowercase hex digits.
@@ -177,10 +227,12 @@ impl Span {
         let within = parent.map_or_else(opentelemetry::Context::new, |p| p.remote());
         let span = tracer.build_with_context(builder, &within);
         let made = span.span_context();
+        let state = made.trace_state().header();
         let context = Context {
             trace_id: made.trace_id().to_bytes(),
             span_id: made.span_id().to_bytes(),
             sampled: made.is_sampled(),
+            state: (!state.is_empty()).then(|| state.into()),
         };
         Some(Span {
             context,
@@ -190,7 +242,7 @@ impl Span {
 
     /// The context the work this span covers runs in.
     pub fn context(&self) -> Context {
-        self.context
+        self.context.clone()
     }
 
     /// Ends the span, failed with `error` (its `error.type`) if given.
@@ -362,6 +414,43 @@ mod tests {
     }
 
     #[test]
+    fn only_a_well_formed_tracestate_is_carried_whole() {
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let with = |state: &str| {
+            Context::parse(parent)
+                .unwrap_or_else(|| panic!("parent"))
+                .with_state(Some(state))
+                .tracestate()
+                .map(str::to_owned)
+        };
+        assert_eq!(with("a=1, b@vendor=x-y "), Some("a=1,b@vendor=x-y".into()));
+        let many = (0..33)
+            .map(|i| format!("k{i}=v"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for bad in [
+            "A=1",
+            "a=1,=2",
+            "a=b=c",
+            "a=1\r\nx-injected: 1",
+            "a=\u{7f}",
+            &many,
+            &format!("a={}", "x".repeat(600)),
+            "",
+        ] {
+            assert_eq!(with(bad), None, "{bad:?}");
+        }
+        // Children keep it; the exported span's own context keeps it too (below).
+        let c = Context::parse(parent)
+            .unwrap_or_else(|| panic!("parent"))
+            .with_state(Some("a=1"));
+        assert_eq!(c.child().tracestate(), Some("a=1"));
+        let remote = c.remote();
+        use opentelemetry::trace::TraceContextExt as _;
+        assert_eq!(remote.span().span_context().trace_state().header(), "a=1");
+    }
+
+    #[test]
     fn a_child_is_a_new_span_of_the_same_trace() {
         let parent = Context::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
             .unwrap_or_else(|| panic!("parsed"));
@@ -371,7 +460,9 @@ mod tests {
         assert!(child.sampled);
         // Without exporting, a span exists only within a trace that came in.
         assert!(Span::start(Kind::Server, None, || panic!("not described")).is_none());
-        let span = Span::start(Kind::Client, Some(parent), || panic!("not described"));
+        let span = Span::start(Kind::Client, Some(parent.clone()), || {
+            panic!("not described")
+        });
         let span = span.unwrap_or_else(|| panic!("a span in the trace"));
         assert_eq!(span.context().trace_id, parent.trace_id);
     }

@@ -675,6 +675,7 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
                 "traceparent",
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             ),
+            ("tracestate", "congo=t61rcWkgMzE"),
         ],
         &body,
     );
@@ -709,9 +710,12 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         .lock()
         .map(|r| r.clone())
         .unwrap_or_default();
-    for trace in [
-        "4bf92f3577b34da6a3ce929d0e0e4736",
-        "4bf92f3577b34da6a3ce929d0e0e4737",
+    for (trace, state) in [
+        (
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+            Some("congo=t61rcWkgMzE"),
+        ),
+        ("4bf92f3577b34da6a3ce929d0e0e4737", None),
     ] {
         let calls: Vec<_> = seen
             .iter()
@@ -728,6 +732,13 @@ fn a_users_exchanged_upstream_token_is_shared_sealed_and_never_opens_for_another
         assert_eq!(parents.len(), 1, "{trace}: {parents:?}");
         // The same context in `_meta` (SEP-414), which transports without headers carry.
         assert_eq!(calls[0].body["params"]["_meta"]["traceparent"], parents[0]);
+        // The vendors' tracestate goes with it, as the client sent it (or not at all).
+        assert_eq!(calls[0].header("tracestate"), state, "{trace}");
+        assert_eq!(
+            calls[0].body["params"]["_meta"]["tracestate"].as_str(),
+            state,
+            "{trace}"
+        );
         let (span, flags) = (&parents[0][36..52], &parents[0][52..]);
         assert!(
             span != "00f067aa0ba902b7" && span.bytes().all(|b| b.is_ascii_hexdigit()),

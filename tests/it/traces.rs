@@ -2,7 +2,7 @@
 //! collector listens, exports a server span for each request (in the trace the client
 //! sent, or a new one) and a client span for each request it makes upstream, as
 //! OpenTelemetry's MCP conventions name them; audit lines carry the same trace id; no
-//! argument or token is ever exported. The collector is a recording HTTP server that
+//! argument or token is ever exported; the client's `tracestate` travels with its trace. The collector is a recording HTTP server that
 //! takes OTLP/JSON (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`).
 
 use edgar_tests::{procs_with_tag, run};
@@ -15,6 +15,8 @@ use crate::news::example;
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
+/// The vendors' trace state the client sends with its trace.
+const STATE: &str = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
 
 /// One exported span, flattened: name, kind, ids, attributes, status code.
 #[derive(Debug)]
@@ -24,6 +26,8 @@ struct Exported {
     trace: String,
     span: String,
     parent: String,
+    /// The W3C `tracestate` it carries.
+    state: String,
     attributes: Value,
     status: u64,
     service: String,
@@ -59,6 +63,7 @@ fn spans(bodies: &[Value]) -> Vec<Exported> {
                         trace: text("traceId"),
                         span: text("spanId"),
                         parent: text("parentSpanId"),
+                        state: text("traceState"),
                         attributes: s["attributes"].clone(),
                         status: s["status"]["code"].as_u64().unwrap_or(0),
                         service: service.clone(),
@@ -98,6 +103,7 @@ async fn the_gateway_exports_its_spans_and_the_upstreams_in_the_clients_trace() 
                 ("accept", "application/json, text/event-stream"),
             ];
             headers.extend(traceparent.map(|t| ("traceparent", t)));
+            headers.extend(traceparent.map(|_| ("tracestate", STATE)));
             let (status, _, answer) = gw.exchange("POST", &headers, &body.to_string());
             assert_eq!(status, 200, "{answer}");
             answer
@@ -164,6 +170,11 @@ async fn the_gateway_exports_its_spans_and_the_upstreams_in_the_clients_trace() 
         .unwrap_or_else(|| panic!("no upstream span: {all:#?}"));
     assert_eq!(upstream.parent, joined.span);
     assert_eq!(upstream.attribute("edgar.server.name"), Some("example"));
+    // The vendors' state travels with the trace, to the upstream too.
+    assert_eq!(
+        (joined.state.as_str(), upstream.state.as_str()),
+        (STATE, STATE)
+    );
 
     // A request that came with no trace starts one, which its audit line names.
     let fresh = server

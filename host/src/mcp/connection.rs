@@ -269,14 +269,18 @@ impl Connection {
             if let Some(p) = params.as_object_mut() {
                 let meta = p.entry("_meta").or_insert_with(|| json!({}));
                 if let Some(meta) = meta.as_object_mut() {
-                    meta.insert("traceparent".into(), json!(span.context().traceparent()));
+                    let context = span.context();
+                    meta.insert("traceparent".into(), json!(context.traceparent()));
+                    if let Some(state) = context.tracestate() {
+                        meta.insert("tracestate".into(), json!(state));
+                    }
                 }
             }
         }
         let exchange = async {
             let mut message = Outbound::request(id, method, params, stamp.as_deref());
             message.param_headers = param_headers;
-            message.traceparent = span.as_ref().map(|s| s.context().traceparent());
+            message.trace = span.as_ref().map(|s| s.context());
             self.outgoing
                 .send(message)
                 .await

@@ -307,8 +307,14 @@ impl Shared {
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
                     .body(message.bytes.clone());
-                let post = match &message.traceparent {
-                    Some(t) => post.header("traceparent", t),
+                let post = match &message.trace {
+                    Some(t) => {
+                        let post = post.header("traceparent", t.traceparent());
+                        match t.tracestate() {
+                            Some(state) => post.header("tracestate", state),
+                            None => post,
+                        }
+                    }
                     None => post,
                 };
                 match (&message.version, &session) {

@@ -34,9 +34,10 @@ pub(crate) struct Outbound {
     /// The team gateway's user a request is sent for (`auth::bearer::SUBJECT` when it
     /// was built), for a per-user sign-in.
     pub subject: Option<Subject>,
-    /// The trace context an HTTP transport passes on (`traceparent`): a request's own
-    /// span's, set by the connection, a notification's the work's it belongs to.
-    pub traceparent: Option<String>,
+    /// The trace context an HTTP transport passes on (`traceparent`, `tracestate`): a
+    /// request's own span's, set by the connection, a notification's the work's it
+    /// belongs to.
+    pub trace: Option<crate::telemetry::Context>,
 }
 
 /// How every request is stamped in the stateless era: the version it names, and the
@@ -107,7 +108,7 @@ impl Outbound {
                     name,
                     param_headers: Vec::new(),
                     subject: subject(),
-                    traceparent: None,
+                    trace: None,
                 };
             }
             if let Some(p) = params.as_object_mut() {
@@ -135,7 +136,7 @@ impl Outbound {
             name,
             param_headers: Vec::new(),
             subject: subject(),
-            traceparent: None,
+            trace: None,
         }
     }
 
@@ -153,7 +154,7 @@ impl Outbound {
             name: None,
             param_headers: Vec::new(),
             subject: subject(),
-            traceparent: crate::telemetry::current().map(|c| c.traceparent()),
+            trace: crate::telemetry::current(),
         }
     }
 
@@ -168,7 +169,7 @@ impl Outbound {
             name: None,
             param_headers: Vec::new(),
             subject: None,
-            traceparent: None,
+            trace: None,
         }
     }
 
