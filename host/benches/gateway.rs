@@ -3,8 +3,10 @@
 //! schema (and versus the 2,506-tool corpus); the time from launch to the first answers,
 //! cold (nothing cached: the first search discovers all 30) and warm; and one proxied
 //! `tools/call` versus the same call made to the server directly, and a prompt get and a
-//! resource read direct versus through `--transparent`. Words-only search
-//! (`EDGAR_SEARCH_MODEL` is cleared). Prints Markdown tables.
+//! resource read direct versus through `--transparent`; and, for the floor of any
+//! stdio proxy, the same call through a relay that only copies lines both ways (this
+//! bench's own binary, run as one). Words-only search (`EDGAR_SEARCH_MODEL` is
+//! cleared). Prints Markdown tables.
 //!
 //! Run with `cargo bench -p edgar-host --bench gateway`.
 
@@ -32,7 +34,11 @@ struct Peer {
 
 impl Peer {
     fn spawn(home: &Path, args: &[&str]) -> Peer {
-        let mut child = Command::new(EDGAR)
+        Peer::spawn_program(Command::new(EDGAR), home, args)
+    }
+
+    fn spawn_program(mut program: Command, home: &Path, args: &[&str]) -> Peer {
+        let mut child = program
             .args(args)
             .env("HOME", home)
             .env("XDG_CONFIG_HOME", home.join("config"))
@@ -152,7 +158,51 @@ fn first_answers(home: &Path, cold: bool) -> (Duration, Duration) {
     (initialized, searched)
 }
 
+/// Set for this binary run as the relay.
+const RELAY: &str = "EDGAR_BENCH_RELAY";
+
+/// The relay: runs its arguments as a child and copies each line from stdin to the
+/// child and from the child to stdout, flushing each, and nothing else (no parsing).
+fn relay() {
+    let mut args = std::env::args().skip(1);
+    let program = args
+        .next()
+        .unwrap_or_else(|| panic!("the relay needs a command"));
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut to_child = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
+    let from_child = child.stdout.take().unwrap_or_else(|| panic!("stdout"));
+    let back = std::thread::spawn(move || {
+        let mut out = std::io::stdout().lock();
+        for line in BufReader::new(from_child).lines() {
+            let Ok(line) = line else { return };
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                return;
+            }
+        }
+    });
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if writeln!(to_child, "{line}")
+            .and_then(|()| to_child.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(to_child);
+    let _ = child.wait();
+    let _ = back.join();
+}
+
 fn main() {
+    if std::env::var_os(RELAY).is_some() {
+        return relay();
+    }
     let home = home();
 
     // What a client's model is shown at start, and with every schema.
@@ -207,27 +257,46 @@ fn main() {
     direct.initialize();
     let mut gw = Peer::spawn(home.path(), &["mcp", "serve", "--servers", "s0"]);
     gw.initialize();
+    let me = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+    let mut relay_cmd = Command::new(me);
+    relay_cmd.env(RELAY, "1");
+    let mut relayed =
+        Peer::spawn_program(relay_cmd, home.path(), &[EDGAR, "mcp", "example-server"]);
+    relayed.initialize();
     gw.call("tool_search", json!({"query": "s0__current_time"}));
     direct.call("current_time", json!({}));
+    relayed.call("current_time", json!({}));
     gw.call("s0__current_time", json!({}));
-    let (mut d, mut g) = (Duration::ZERO, Duration::ZERO);
+    let (mut d, mut r, mut g) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for _ in 0..CALLS {
         let t = Instant::now();
         direct.call("current_time", json!({}));
         d += t.elapsed();
         let t = Instant::now();
+        relayed.call("current_time", json!({}));
+        r += t.elapsed();
+        let t = Instant::now();
         gw.call("s0__current_time", json!({}));
         g += t.elapsed();
     }
+    drop(relayed);
     let per = |t: Duration| t.as_secs_f64() * 1e6 / CALLS as f64;
-    println!("| stdio `tools/call` `current_time`, {CALLS} sequential | per call |");
-    println!("|---|---|");
-    println!("| the example server directly | {:.1} µs |", per(d));
+    let ratio = |t: Duration| t.as_secs_f64() / d.as_secs_f64();
     println!(
-        "| through `edgar mcp serve` (validate, call, guard, re-encode) | {:.1} µs |",
-        per(g)
+        "| stdio `tools/call` `current_time`, {CALLS} sequential | per call | against direct |"
     );
-    println!("| ratio | {:.2}x |", g.as_secs_f64() / d.as_secs_f64());
+    println!("|---|---|---|");
+    println!("| the example server directly | {:.1} µs | 1x |", per(d));
+    println!(
+        "| through a relay that only copies lines (the floor of any stdio proxy) | {:.1} µs | {:.2}x |",
+        per(r),
+        ratio(r)
+    );
+    println!(
+        "| through `edgar mcp serve` (validate, call, guard, audit, re-encode) | {:.1} µs | {:.2}x |",
+        per(g),
+        ratio(g)
+    );
     println!();
 
     // A prompt get and a resource read, directly and through the gateway serving the

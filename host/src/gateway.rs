@@ -298,23 +298,17 @@ impl Gateway {
             Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
                 // Never answered: it stays open until the client cancels it, and carries
                 // the notifications it asked for (tool list changes, here).
-                let news::Listened {
-                    ack,
-                    tools,
-                    news,
-                    subscribing,
-                    held,
-                } = self.listened(&Caller::Local, &id, &params);
-                if let Some(news) = news {
+                let listened = self.listened(&Caller::Local, &id, &params);
+                if let Some(news) = listened.news {
                     lock(&self.watchers).push((id.clone(), news));
                 }
-                lock(&self.holding).push((id.clone(), held));
-                if tools {
+                lock(&self.holding).push((id.clone(), listened.held));
+                if listened.tools {
                     lock(&self.listeners).push(id);
                 }
                 // Acknowledged once its servers are subscribed, without holding up what
                 // the client sends meanwhile.
-                let tx = tx.clone();
+                let (tx, ack, subscribing) = (tx.clone(), listened.ack, listened.subscribing);
                 tokio::spawn(async move {
                     subscribing.done().await;
                     let _ = tx.send(ack).await;

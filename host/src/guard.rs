@@ -415,9 +415,9 @@ impl Guard {
     }
 }
 
-/// Idle instances kept for converting results: a few per server (for concurrent calls),
-/// a bounded number in all, and never one that handled a large input (its memory stays
-/// grown).
+/// Idle instances kept for converting and scanning results: a few per server (for
+/// concurrent calls), a bounded number in all, and never one that handled a large input
+/// (its memory stays grown).
 const MAX_IDLE_INSTANCES: usize = 16;
 const MAX_IDLE_PER_SERVER: usize = 4;
 const MAX_POOLED_INPUT_BYTES: usize = 256 << 10;
@@ -427,9 +427,9 @@ pub struct Adapter {
     label: String,
     digest: String,
     pre: AdapterPre,
-    /// Healthy instances that converted a result, by server. An instance is only ever
-    /// reused for the same server's results, so nothing one server sent can reach the
-    /// output for another; any failure drops the instance.
+    /// Healthy instances that converted or scanned a result, by server. An instance is
+    /// only ever reused for the same server's results, so nothing one server sent can
+    /// reach the output (or the findings) for another; any failure drops the instance.
     idle: Mutex<HashMap<String, Vec<Live>>>,
     /// The most linear memory any instance of this adapter has held, in bytes.
     peak_memory: AtomicUsize,
@@ -551,7 +551,8 @@ impl Adapter {
     }
 
     /// The findings on each text block of `output` (what the model would read), by
-    /// block index, in one sandboxed instance. An adapter without `scan` finds nothing.
+    /// block index, in one sandboxed instance (one of `server`'s kept ones, as a result's
+    /// conversion uses). An adapter without `scan` finds nothing.
     pub fn scan_output(
         &self,
         server: &str,
@@ -561,7 +562,25 @@ impl Adapter {
         if !self.scans() {
             return Ok(Vec::new());
         }
-        let mut session = self.session();
+        let size = output
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => text.len(),
+                _ => 0,
+            })
+            .sum();
+        self.pooled(server, size, |session| {
+            Adapter::scan_blocks(session, server, tool, output)
+        })
+    }
+
+    fn scan_blocks(
+        session: &mut Session<'_>,
+        server: &str,
+        tool: &str,
+        output: &ToolOutput,
+    ) -> Result<Vec<(usize, Vec<findings::Finding>)>, GuardError> {
         let subject = Subject::new(server, Some(tool));
         let mut out = Vec::new();
         for (i, block) in output.content.iter().enumerate() {
@@ -650,6 +669,15 @@ impl Adapter {
         tool: &str,
         result_json: &str,
     ) -> Result<ToolOutput, GuardError> {
+        self.pooled(server, result_json.len(), |session| {
+            session.convert(server, tool, result_json)
+        })
+    }
+
+    /// Runs `f` on one of `server`'s kept instances (a fresh one when none is idle),
+    /// and keeps the instance for the server's next result unless it failed or took
+    /// an input over [`MAX_POOLED_INPUT_BYTES`].
+    fn pooled<R>(&self, server: &str, input: usize, f: impl FnOnce(&mut Session<'_>) -> R) -> R {
         let live = self
             .idle
             .lock()
@@ -658,9 +686,9 @@ impl Adapter {
             .and_then(Vec::pop);
         let mut session = Session::new(self);
         session.live = live;
-        let result = session.convert(server, tool, result_json);
+        let result = f(&mut session);
         if let Some(live) = session.live.take()
-            && result_json.len() <= MAX_POOLED_INPUT_BYTES
+            && input <= MAX_POOLED_INPUT_BYTES
         {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let total: usize = idle.values().map(Vec::len).sum();

@@ -28,10 +28,7 @@ impl Gateway {
         action: Action,
         tool: &SanitizedTool,
     ) -> Decision {
-        match (&self.team, caller) {
-            (Some(team), Caller::User(u)) => team.policy.decide(&u.principal, action, tool),
-            _ => Decision::Allow,
-        }
+        self.permits_on(caller, action, Target::Tool(tool))
     }
 
     /// What the policy decides for `caller` about a prompt or resource (the local

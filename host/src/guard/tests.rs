@@ -99,6 +99,53 @@ fn results_become_blocks() {
 }
 
 #[test]
+fn a_servers_results_are_converted_and_scanned_in_its_own_kept_instances() {
+    // An adapter of its own, so no other test's instances are in its pool.
+    let a = Guard::new(None)
+        .adapter(&AdapterSource::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kept = |server: &str| {
+        a.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(server)
+            .map_or(0, Vec::len)
+    };
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    let r = json!({"content": [{"type": "text", "text": format!("key {secret}")}]});
+    let out = a
+        .to_result("s", "t", &r.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept("s"), 1, "the conversion's instance is kept");
+    let found = a
+        .scan_output("s", "t", &out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        found.len(),
+        1,
+        "the scan in a kept instance still finds: {found:?}"
+    );
+    assert_eq!(
+        kept("s"),
+        1,
+        "the scan took the kept instance and gave it back"
+    );
+    // Another server's results never use it.
+    a.scan_output("other", "t", &out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((kept("s"), kept("other")), (1, 1));
+    // A large output's instance is not kept (its memory stays grown).
+    let large = ToolOutput {
+        is_error: false,
+        content: vec![ContentBlock::Text {
+            text: "x".repeat(MAX_POOLED_INPUT_BYTES + 1),
+        }],
+    };
+    let _ = a.scan_output("s", "t", &large);
+    assert_eq!(kept("s"), 0);
+}
+
+#[test]
 fn oversized_results_never_reach_the_guest() {
     let a = adapter();
     let big = "x".repeat(MAX_RESULT_JSON_BYTES + 1);
