@@ -43,6 +43,11 @@ impl PerUserServers {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `user`'s session if they have one (nothing is made, nobody's is closed).
+    pub fn existing(&self, user: &str) -> Option<Arc<Session>> {
+        self.lock().get(user).map(|(session, _)| session.clone())
+    }
+
     /// `user`'s session, made now if they have none; a user beyond [`MAX_USERS`] closes
     /// the session used longest ago (in the background: its calls in flight end).
     pub fn session_for(&self, user: &str) -> Arc<Session> {

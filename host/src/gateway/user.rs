@@ -143,8 +143,11 @@ impl Gateway {
             .filter(|s| !per_user(s))
             .map(str::to_owned)
             .collect();
-        if let (Some(p), Caller::User(_)) = (&self.per_user, caller) {
-            let mine = p.session_for(caller.key());
+        // A listing makes no session for a user who has none (which could close
+        // another user's to make room).
+        if let (Some(p), Caller::User(_)) = (&self.per_user, caller)
+            && let Some(mine) = p.existing(caller.key())
+        {
             names.extend(
                 mine.running()
                     .await
