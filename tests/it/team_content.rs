@@ -150,5 +150,13 @@ fn a_team_user_gets_prompts_and_resources_only_as_the_policy_says() {
     assert_eq!(by("bob", "read_resource"), 1, "{trail}");
     assert_eq!(by("ada", "get_prompt"), 1, "{trail}");
     assert_eq!(denied.len(), 4, "{trail}");
+    // A denied read's line names the resource by a digest, as a read's does.
+    assert!(!trail.contains("static-text"), "{trail}");
+    assert!(
+        denied
+            .iter()
+            .any(|l| l["action"] == "read_resource" && l["uri_sha256"].is_string()),
+        "{trail}"
+    );
     finish(team, &t);
 }

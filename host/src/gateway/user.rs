@@ -69,9 +69,10 @@ impl Gateway {
                 fields["server"] = json!(server);
                 fields["prompt"] = json!(name);
             }
+            // As a read's line has it: a digest, never the URI itself.
             Target::Resource { server, uri } => {
                 fields["server"] = json!(server);
-                fields["uri"] = json!(uri);
+                fields["uri_sha256"] = json!(self.session.audit_digest(uri.as_bytes()));
             }
         }
         self.session.audit("denied", fields);

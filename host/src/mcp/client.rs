@@ -349,6 +349,12 @@ impl SessionInner {
         }
     }
 
+    /// The digest an audit line carries for `bytes` it must not hold (a URI, which may
+    /// carry a secret): keyed when the trail is; `None` without a trail.
+    pub fn audit_digest(&self, bytes: &[u8]) -> Option<String> {
+        self.opts.audit.as_ref().map(|a| a.digest(bytes))
+    }
+
     fn server(&self, name: &str) -> Result<&Arc<Server>, McpError> {
         self.servers
             .iter()
