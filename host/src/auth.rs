@@ -9,6 +9,7 @@ pub mod keys;
 pub mod mcp;
 pub mod oauth;
 pub mod store;
+pub mod vault;
 
 use std::fmt;
 

@@ -314,6 +314,11 @@ pub enum Grant {
     /// Per user, behind a team gateway: each user's own access token is exchanged for
     /// one scoped to this server (RFC 8693), never passed through.
     TokenExchange,
+    /// Per user, behind a team gateway, for a server whose sign-in is not the company's:
+    /// each user signs in to it themselves, sent to its authorization page by URL-mode
+    /// elicitation, and the gateway's own callback finishes it (authorization code with
+    /// PKCE, the tokens kept per user).
+    UserSignIn,
 }
 
 impl Grant {
@@ -323,12 +328,22 @@ impl Grant {
             Grant::ClientCredentials => "client_credentials",
             Grant::CrossAppAccess => "cross_app_access",
             Grant::TokenExchange => "token_exchange",
+            Grant::UserSignIn => "user_sign_in",
         }
     }
 
     /// Whether tokens come without a human (and so without a browser).
     pub fn unattended(self) -> bool {
-        self != Grant::AuthorizationCode
+        matches!(
+            self,
+            Grant::ClientCredentials | Grant::CrossAppAccess | Grant::TokenExchange
+        )
+    }
+
+    /// Whether each team gateway user has tokens of their own (nothing is stored for
+    /// the server itself).
+    pub fn per_user(self) -> bool {
+        matches!(self, Grant::TokenExchange | Grant::UserSignIn)
     }
 }
 
@@ -1324,10 +1339,11 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
         Some("client_credentials") => Grant::ClientCredentials,
         Some("cross_app_access") => Grant::CrossAppAccess,
         Some("token_exchange") => Grant::TokenExchange,
+        Some("user_sign_in") => Grant::UserSignIn,
         Some(_) => {
             return Err((
                 "oauth",
-                "grant must be \"authorization_code\", \"client_credentials\", \"cross_app_access\" or \"token_exchange\"".into(),
+                "grant must be \"authorization_code\", \"client_credentials\", \"cross_app_access\", \"token_exchange\" or \"user_sign_in\"".into(),
             ));
         }
     };
@@ -1386,6 +1402,12 @@ fn oauth_client(e: &Map<String, Value>, env: Lookup) -> Result<OAuthClient, Fiel
             "oauth",
             "grant \"token_exchange\" needs token_endpoint: where each user's token is exchanged"
                 .into(),
+        ));
+    }
+    if grant == Grant::UserSignIn && callback_port.is_some() {
+        return Err((
+            "oauth",
+            "grant \"user_sign_in\" returns to the team gateway's own callback, not a loopback port: remove callback_port".into(),
         ));
     }
     if grant == Grant::TokenExchange && (private_key_file.is_some() || private_key_in_store) {

@@ -38,6 +38,7 @@ mod news;
 pub mod per_user;
 pub mod questions;
 mod refused;
+pub mod sign_in;
 pub mod team;
 pub mod trace;
 mod user;
@@ -669,6 +670,13 @@ impl Gateway {
                     failures_shown: self.team.is_none(),
                 };
                 let reply = self.search.search_for(&self.session, query, &scope).await;
+                // Servers whose tools only the user's own sign-in can bring: asked once.
+                if let Some(team) = &self.team {
+                    let wanted = self.sign_ins_wanted(team, caller).await;
+                    if !wanted.is_empty() {
+                        return self.sign_in_needed(team, caller, &wanted).await;
+                    }
+                }
                 let names = reply.tools.iter().map(|t| t.name.clone()).collect();
                 self.share_found(caller, names).await;
                 if self.search.found_by(user).len() > before {
@@ -818,11 +826,25 @@ async fn run_call_in(
     args: Value,
     progress: Option<ProgressSink>,
 ) -> Reply {
+    reply_of(call_in(session, name, args, progress).await)
+}
+
+/// Calls the tool through `session`, with the client's progress token if it gave one.
+async fn call_in(
+    session: &Session,
+    name: &str,
+    args: Value,
+    progress: Option<ProgressSink>,
+) -> Result<crate::guard::ToolOutput, McpError> {
     let call = session.call(name, args);
-    let called = match progress {
+    match progress {
         Some(sink) => PROGRESS.scope(sink, call).await,
         None => call.await,
-    };
+    }
+}
+
+/// A call's outcome as the client is answered (see [`run_call_in`]).
+fn reply_of(called: Result<crate::guard::ToolOutput, McpError>) -> Reply {
     match called {
         Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
             text_result(&format!("edgar could not encode the result: {e}"), true)

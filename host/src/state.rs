@@ -110,6 +110,12 @@ impl StateKey {
         self.derive(b"edgar client sessions v1")
     }
 
+    /// The AES-256-GCM key a user's sign-in in progress is sealed with (in its
+    /// authorization request's `state`), so any replica finishes what another began.
+    pub fn sign_in_key(&self) -> [u8; 32] {
+        self.derive(b"edgar user sign-in state v1")
+    }
+
     fn derive(&self, label: &[u8]) -> [u8; 32] {
         struct Len32;
         impl ring::hkdf::KeyType for Len32 {

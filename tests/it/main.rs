@@ -32,5 +32,6 @@ mod tasks;
 
 mod team_content;
 mod team_gateway;
+mod team_sign_in;
 mod traces;
 mod trust;

@@ -296,7 +296,7 @@ pub(crate) struct Team {
     child: Child,
     client: Client,
     pub(crate) resource: String,
-    stderr: Arc<Mutex<String>>,
+    pub(crate) stderr: Arc<Mutex<String>>,
 }
 
 impl std::ops::Deref for Team {

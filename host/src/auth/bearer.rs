@@ -57,6 +57,19 @@ pub trait Authorizer: Send + Sync + 'static {
         challenge: Option<&'a Challenge>,
         sent: Option<&'a Secret>,
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+
+    /// [`Authorizer::refused`] for a message sent on `subject`'s behalf; a sign-in
+    /// shared by everyone ignores who.
+    fn refused_for<'a>(
+        &'a self,
+        subject: Option<&'a Subject>,
+        status: u16,
+        challenge: Option<&'a Challenge>,
+        sent: Option<&'a Secret>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        let _ = subject;
+        self.refused(status, challenge, sent)
+    }
 }
 
 /// What the server's challenge asks for. Nothing here is secret.

@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod grant;
 pub mod register;
 pub mod token;
+pub mod user_sign_in;
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -215,6 +216,12 @@ impl McpAuth {
 
     /// `edgar mcp login`: probe the server, then authorize with what it asks for.
     pub async fn login(&self) -> Result<Credentials, AuthError> {
+        if self.client_config.grant == crate::config::Grant::UserSignIn {
+            return Err(AuthError::Config(format!(
+                "each user signs in to '{}' themselves, through the team gateway (grant \"user_sign_in\")",
+                self.server
+            )));
+        }
         let mut challenge = self.probe().await?;
         // A server that let the probe in may still protect its tools (and publish
         // metadata saying so); it is not guessed to be a 2025-03-26 one.
@@ -365,7 +372,11 @@ impl McpAuth {
                 }
             }
         };
-        check_issuer(&meta, callback.iss.as_deref())?;
+        check_issuer(
+            meta.issuer.as_deref(),
+            meta.iss_in_response,
+            callback.iss.as_deref(),
+        )?;
         let code = callback.code?;
         let grant = token::Grant::Code {
             code: &code,
@@ -386,6 +397,82 @@ impl McpAuth {
         creds.revocation_endpoint = meta.revocation_endpoint.as_ref().map(Url::to_string);
         st.refreshed = None;
         self.save(st, creds).await;
+        Ok(())
+    }
+
+    /// Starts a sign-in whose browser comes back to `redirect_uri` elsewhere (a team
+    /// gateway's callback), after the server refused with `challenge`: discovery, the
+    /// client, PKCE. Gives the authorization URL and what [`McpAuth::finish`] needs.
+    pub async fn begin(
+        &self,
+        challenge: Option<&Challenge>,
+        redirect_uri: &str,
+    ) -> Result<(Url, Begun), AuthError> {
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        let (meta, resource, prm_scopes) = self.discover(challenge, true).await?;
+        let auth_endpoint = meta
+            .authorization_endpoint
+            .clone()
+            .map_err(AuthError::Discovery)?;
+        let scope = choose_scope(challenge, &prm_scopes, &meta);
+        let client = self
+            .client(&st, &meta, redirect_uri, scope.as_deref())
+            .await?;
+        st.client = Some(client.clone());
+        let (url, _, verifier) = token::authorization_url(
+            auth_endpoint,
+            &client.id,
+            redirect_uri,
+            scope.as_deref(),
+            &resource,
+        )?;
+        let begun = Begun {
+            verifier: verifier.secret().clone(),
+            redirect_uri: redirect_uri.to_owned(),
+            resource,
+            client,
+            token_endpoint: meta.token_endpoint.to_string(),
+            issuer: meta.issuer.clone(),
+            iss_in_response: meta.iss_in_response,
+            revocation_endpoint: meta.revocation_endpoint.as_ref().map(Url::to_string),
+        };
+        Ok((url, begun))
+    }
+
+    /// Finishes a sign-in [`McpAuth::begin`] started: the code the browser brought back
+    /// (and the issuer it named, RFC 9207) exchanged for tokens, which are stored.
+    pub async fn finish(
+        &self,
+        begun: Begun,
+        code: &Secret,
+        iss: Option<&str>,
+    ) -> Result<(), AuthError> {
+        check_issuer(begun.issuer.as_deref(), begun.iss_in_response, iss)?;
+        let key = match begun.client.method.as_str() {
+            "private_key_jwt" => self.signing_key().await?,
+            _ => None,
+        };
+        let grant = token::Grant::Code {
+            code,
+            verifier: oauth2::PkceCodeVerifier::new(begun.verifier.clone()),
+            redirect_uri: &begun.redirect_uri,
+        };
+        let mut creds = token::request(
+            self.http()?,
+            &begun.token_endpoint,
+            &begun.client,
+            key.as_ref(),
+            grant,
+            &begun.resource,
+        )
+        .await
+        .map_err(Refusal::into_error)?;
+        creds.revocation_endpoint = begun.revocation_endpoint.clone();
+        let mut st = self.state.lock().await;
+        st.loaded = true;
+        st.refreshed = None;
+        self.save(&mut st, creds).await;
         Ok(())
     }
 
@@ -792,6 +879,31 @@ impl Authorizer for McpAuth {
     }
 }
 
+/// A sign-in begun where no browser waits: what finishing it needs (the PKCE verifier,
+/// the client, where to exchange the code). The gateway keeps it sealed; `Debug` shows
+/// no secret.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct Begun {
+    verifier: String,
+    redirect_uri: String,
+    resource: String,
+    client: Client,
+    token_endpoint: String,
+    issuer: Option<String>,
+    iss_in_response: bool,
+    revocation_endpoint: Option<String>,
+}
+
+impl std::fmt::Debug for Begun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Begun")
+            .field("redirect_uri", &self.redirect_uri)
+            .field("resource", &self.resource)
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What `edgar mcp logout` did.
 #[derive(Debug)]
 pub struct Logout {
@@ -815,15 +927,19 @@ pub enum Revoked {
 /// RFC 9207: a redirect that names an issuer must name the one edgar asked, and a server
 /// that promises to name itself must have done so; otherwise the code may be meant for
 /// another authorization server (a mix-up attack) and is not sent anywhere.
-fn check_issuer(meta: &ServerMetadata, iss: Option<&str>) -> Result<(), AuthError> {
-    match (iss, meta.issuer.as_deref()) {
+fn check_issuer(
+    issuer: Option<&str>,
+    iss_in_response: bool,
+    iss: Option<&str>,
+) -> Result<(), AuthError> {
+    match (iss, issuer) {
         // Simple string comparison, no normalization (RFC 9207 §2.4, MCP 2026-07-28).
         (Some(got), Some(want)) if got != want => Err(AuthError::Redirect(format!(
             "the redirect names the authorization server {}, not {} which edgar asked; refusing its code",
             shown(got),
             shown(want)
         ))),
-        (None, _) if meta.iss_in_response => Err(AuthError::Redirect(
+        (None, _) if iss_in_response => Err(AuthError::Redirect(
             "the authorization server promises to name itself in the redirect (RFC 9207) but did not; refusing its code".into(),
         )),
         _ => Ok(()),
@@ -999,34 +1115,23 @@ mod tests {
 
     #[test]
     fn a_redirect_from_another_issuer_is_refused() {
-        let meta = |iss_in_response| ServerMetadata {
-            issuer: Some("https://as.example".into()),
-            authorization_endpoint: Err(String::new()),
-            token_endpoint: Url::parse("https://as.example/token")
-                .unwrap_or_else(|e| panic!("{e}")),
-            registration_endpoint: None,
-            revocation_endpoint: None,
-            auth_methods: Vec::new(),
-            scopes_supported: Vec::new(),
-            cimd_supported: false,
-            iss_in_response,
-        };
-        assert!(check_issuer(&meta(false), None).is_ok());
-        assert!(check_issuer(&meta(true), Some("https://as.example")).is_ok());
+        let issuer = Some("https://as.example");
+        assert!(check_issuer(issuer, false, None).is_ok());
+        assert!(check_issuer(issuer, true, Some("https://as.example")).is_ok());
         // Compared as strings, nothing normalized (MCP 2026-07-28).
         for near in [
             "https://as.example/",
             "HTTPS://as.example",
             "https://as.example:443",
         ] {
-            assert!(check_issuer(&meta(false), Some(near)).is_err(), "{near}");
+            assert!(check_issuer(issuer, false, Some(near)).is_err(), "{near}");
         }
-        let e = check_issuer(&meta(false), Some("https://evil.example"))
+        let e = check_issuer(issuer, false, Some("https://evil.example"))
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("evil.example") && e.contains("refusing"), "{e}");
-        assert!(check_issuer(&meta(true), None).is_err());
+        assert!(check_issuer(issuer, true, None).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::vault::TokenVault;
 use super::{AuthError, Secret};
 
 /// The keyring service every edgar secret is stored under.
@@ -29,6 +30,67 @@ pub enum Store {
     File(PathBuf),
     /// In memory, for tests and for a session that must not persist anything.
     Memory(Arc<Mutex<HashMap<String, String>>>),
+    /// One team gateway user's own sign-ins to upstream servers.
+    User(UserSecrets),
+}
+
+/// How long a user's sign-in is kept in a vault: its refresh token may live that long.
+const USER_KEPT: Duration = Duration::from_secs(30 * 86_400);
+
+/// A team gateway user's secrets: in memory, and in the replicas' vault when there is
+/// one (sealed there to the entry and the user, so it is never another's).
+#[derive(Clone)]
+pub struct UserSecrets {
+    sub: Arc<str>,
+    memory: Arc<Mutex<HashMap<String, String>>>,
+    vault: Option<Arc<dyn TokenVault>>,
+}
+
+impl std::fmt::Debug for UserSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSecrets")
+            .field("sub", &self.sub)
+            .field("vault", &self.vault.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl UserSecrets {
+    pub fn new(sub: &str, vault: Option<Arc<dyn TokenVault>>) -> UserSecrets {
+        UserSecrets {
+            sub: sub.into(),
+            memory: Arc::default(),
+            vault,
+        }
+    }
+
+    async fn read(&self, key: &str) -> Option<Secret> {
+        if let Some(s) = lock(&self.memory).get(key) {
+            return Some(Secret::new(s.clone()));
+        }
+        let (secret, _) = self.vault.as_ref()?.get(key, &self.sub).await?;
+        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
+        Some(secret)
+    }
+
+    fn write(&self, key: &str, secret: &Secret) {
+        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
+        if let Some(v) = &self.vault {
+            v.put(
+                key,
+                &self.sub,
+                secret,
+                std::time::SystemTime::now() + USER_KEPT,
+            );
+        }
+    }
+
+    fn erase(&self, key: &str) {
+        lock(&self.memory).remove(key);
+        if let Some(v) = &self.vault {
+            v.forget(key, &self.sub);
+        }
+    }
 }
 
 impl Store {
@@ -38,6 +100,10 @@ impl Store {
             Store::Keyring => format!("the OS keyring (service \"{SERVICE}\")"),
             Store::File(p) => format!("the file {}", p.display()),
             Store::Memory(_) => "memory (not kept)".into(),
+            Store::User(u) if u.vault.is_some() => {
+                "the team gateway's shared state (sealed)".into()
+            }
+            Store::User(_) => "this team gateway's memory (not kept)".into(),
         }
     }
 
@@ -53,7 +119,7 @@ impl Store {
                 tracing::warn!(path = %path.display(), "secrets are stored in a plain file, as configured (credential_store = \"file\")");
                 Ok(())
             }
-            Store::Memory(_) => Ok(()),
+            Store::Memory(_) | Store::User(_) => Ok(()),
         }
     }
 
@@ -62,6 +128,7 @@ impl Store {
             Store::Keyring => keyring_call(key, Op::Read).await,
             Store::File(path) => Ok(file::load(path)?.remove(key).map(Secret::new)),
             Store::Memory(m) => Ok(lock(m).get(key).cloned().map(Secret::new)),
+            Store::User(u) => Ok(u.read(key).await),
         }
     }
 
@@ -85,6 +152,10 @@ impl Store {
                 lock(m).insert(key.to_owned(), secret.expose().to_owned());
                 Ok(())
             }
+            Store::User(u) => {
+                u.write(key, secret);
+                Ok(())
+            }
         }
     }
 
@@ -103,6 +174,11 @@ impl Store {
             }
             Store::Memory(m) => {
                 lock(m).remove(key);
+            }
+            // The vault forgets in the background: nothing to read back yet.
+            Store::User(u) => {
+                u.erase(key);
+                return Ok(());
             }
         }
         match self.read(key).await? {

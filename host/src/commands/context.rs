@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use edgar_host::auth::keys::Keys;
+use edgar_host::auth::mcp::user_sign_in::UserSignIns;
 use edgar_host::auth::store::Store;
 use edgar_host::config::{Config, ConfigPaths, Hold};
 use edgar_host::mcp::client::{Session, SessionOptions};
@@ -113,7 +114,7 @@ pub fn session_with(
     cwd: &std::path::Path,
     handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
 ) -> Session {
-    session_shared(config, cwd, handler, None)
+    session_shared(config, cwd, handler, None, None)
 }
 
 /// What a team gateway's replicas share, for their sessions.
@@ -135,6 +136,7 @@ pub fn session_shared(
     cwd: &std::path::Path,
     handler: std::sync::Arc<dyn edgar_host::mcp::ClientHandler>,
     shared: Option<Shared>,
+    sign_ins: Option<std::sync::Arc<UserSignIns>>,
 ) -> Session {
     let mut opts = SessionOptions::new(cwd.to_owned(), paths::cache_dir());
     // A command ends when it has answered: a discovery left running in the background
@@ -146,6 +148,7 @@ pub fn session_shared(
     }
     opts.handler = handler;
     opts.credentials = store().ok();
+    opts.user_sign_ins = sign_ins;
     if let Some(store) = opts.credentials.clone() {
         opts = opts.with_audit_key(store);
     }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use edgar_host::auth::mcp::user_sign_in::UserSignIns;
 use edgar_host::config::ConfigPaths;
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
@@ -15,6 +16,7 @@ use edgar_host::gateway::per_user::PerUserServers;
 use edgar_host::gateway::team::config::SharedState;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
+use edgar_host::seal::Sealer;
 use edgar_host::state::{
     SharedDiscovery, SharedFound, SharedPinFiles, SharedTokens, StateKey, Trail,
 };
@@ -109,7 +111,18 @@ pub fn run(
             (Some(state), Some(files)) => Some(shared_state(state, files.clone()).await?),
             _ => None,
         };
-        let session = Arc::new(session_shared(&config, &cwd, forward.clone(), shared.clone()));
+        // A team's users' own sign-ins to the servers they sign in to themselves.
+        let sign_ins = match &team {
+            Some(t) => Some(Arc::new(user_sign_ins(t, &config, shared.as_ref())?)),
+            None => None,
+        };
+        let session = Arc::new(session_shared(
+            &config,
+            &cwd,
+            forward.clone(),
+            shared.clone(),
+            sign_ins.clone(),
+        ));
         let search = ToolSearch::new(reserve);
         let (team, tls) = match team {
             Some(config) => {
@@ -121,6 +134,7 @@ pub fn run(
                     .state
                     .as_ref()
                     .map(|s| Arc::new(SharedFound::new(s.database.clone())));
+                team.sign_ins = sign_ins.clone();
                 team.sessions_key = match &team.config.state {
                     Some(s) => Some(StateKey::load(&s.key_file)?.sessions_key()),
                     None => None,
@@ -131,7 +145,8 @@ pub fn run(
         };
         let gateway = match &team {
             Some(t) => {
-                let per_user = per_user_servers(&config, &cwd, &forward, shared.clone());
+                let per_user =
+                    per_user_servers(&config, &cwd, &forward, shared.clone(), sign_ins.clone());
                 Gateway::for_team(session.clone(), search, exposure, t.clone(), per_user)
             }
             None => Gateway::new(session.clone(), search, exposure),
@@ -273,6 +288,7 @@ fn per_user_servers(
     cwd: &std::path::Path,
     forward: &Arc<Forward>,
     shared: Option<Shared>,
+    sign_ins: Option<Arc<UserSignIns>>,
 ) -> Option<PerUserServers> {
     let mut theirs = config.clone();
     theirs.servers.retain(|s| s.per_user);
@@ -281,8 +297,36 @@ fn per_user_servers(
     }
     let names: Vec<String> = theirs.servers.iter().map(|s| s.name.clone()).collect();
     let (cwd, forward) = (cwd.to_owned(), forward.clone());
-    let make = move || session_shared(&theirs, &cwd, forward.clone(), shared.clone());
+    let make = move || {
+        session_shared(
+            &theirs,
+            &cwd,
+            forward.clone(),
+            shared.clone(),
+            sign_ins.clone(),
+        )
+    };
     Some(PerUserServers::new(names, Box::new(make)))
+}
+
+/// The users' own sign-ins to the servers whose grant is `user_sign_in`: returning to
+/// the gateway's callback, their state sealed with a key the replicas share (else one of
+/// this process), their tokens kept in the shared vault when there is one.
+fn user_sign_ins(
+    team: &TeamConfig,
+    config: &edgar_host::config::Config,
+    shared: Option<&Shared>,
+) -> anyhow::Result<UserSignIns> {
+    let sealer = match &team.state {
+        Some(state) => Sealer::new(&StateKey::load(&state.key_file)?.sign_in_key()),
+        None => Sealer::random().context("cannot make the sign-in key")?,
+    };
+    Ok(UserSignIns::new(
+        UserSignIns::callback_for(&team.resource),
+        sealer,
+        shared.map(|s| s.tokens.clone()),
+        config.servers.iter().cloned(),
+    ))
 }
 
 /// Resolves at the first SIGTERM or SIGINT (a team gateway then drains); never, when

@@ -151,8 +151,9 @@ pub enum SignIn {
     },
     None,
     Unknown(String),
-    /// Each team gateway user's own token, exchanged from theirs (`token_exchange`).
-    PerUser,
+    /// Each team gateway user's own token: exchanged from theirs (`token_exchange`), or
+    /// from their own sign-in through the gateway (`user_sign_in`).
+    PerUser(Grant),
     /// A server whose tokens come without a human (`oauth.grant`).
     Unattended {
         grant: Grant,
@@ -177,7 +178,10 @@ impl SignIn {
             },
             SignIn::None => "not signed in".into(),
             SignIn::Unknown(_) => "sign-in unknown".into(),
-            SignIn::PerUser => "per user: each team gateway user's own token, exchanged".into(),
+            SignIn::PerUser(Grant::UserSignIn) => {
+                "per user: each team gateway user signs in themselves".into()
+            }
+            SignIn::PerUser(_) => "per user: each team gateway user's own token, exchanged".into(),
             SignIn::Unattended { grant, state } => match **state {
                 SignIn::None => format!("{}: token fetched on first use", grant.as_str()),
                 SignIn::SignedIn {
@@ -211,7 +215,7 @@ impl SignIn {
             }
             SignIn::None => json!({"state": "none"}),
             SignIn::Unknown(why) => json!({"state": "unknown", "reason": why}),
-            SignIn::PerUser => json!({"state": "per-user", "grant": Grant::TokenExchange.as_str()}),
+            SignIn::PerUser(grant) => json!({"state": "per-user", "grant": grant.as_str()}),
             SignIn::Unattended { grant, state } => {
                 let mut v = state.json();
                 v["grant"] = json!(grant.as_str());
@@ -238,8 +242,8 @@ pub async fn states(config: &Config) -> Vec<Option<SignIn>> {
             continue;
         }
         // Nothing is stored for it: each team user's token is exchanged when they call.
-        if spec.oauth.grant == Grant::TokenExchange {
-            out.push(Some(SignIn::PerUser));
+        if spec.oauth.grant.per_user() {
+            out.push(Some(SignIn::PerUser(spec.oauth.grant)));
             continue;
         }
         let state = match &store {

@@ -146,6 +146,10 @@ fn errors_name_file_server_and_field() {
                 "token_endpoint": "https://idp.example/token", "private_key_file": "/k.pem"}}}}"#,
             "not a private key",
         ),
+        (
+            r#"{"mcpServers": {"s": {"url": "https://h/mcp", "oauth": {"grant": "user_sign_in", "callback_port": 8123}}}}"#,
+            "remove callback_port",
+        ),
         (r#"{"mcpServers": []}"#, "field 'mcpServers'"),
         ("{not json", "not valid JSON"),
     ];
@@ -524,7 +528,8 @@ fn unattended_grants_are_read() {
                 "client_secret": "s", "issuer": "https://as.example",
                 "identity": {"token_endpoint": "https://idp.example/token", "client_id": "i",
                     "id_token_command": "idp-cli print-id-token"}}},
-            "human": {"url": "https://h/mcp"}}}"#,
+            "human": {"url": "https://h/mcp"},
+            "each": {"url": "https://h/mcp", "oauth": {"grant": "user_sign_in"}}}}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let by = |n: &str| {
@@ -545,6 +550,11 @@ fn unattended_grants_are_read() {
     let idp = xaa.identity.unwrap_or_else(|| panic!("no identity"));
     assert!(idp.id_token == super::IdToken::Command("idp-cli print-id-token".into()));
     assert!(!by("human").grant.unattended());
+    // Each team user signs in themselves: a human's grant, kept per user.
+    let each = by("each").grant;
+    assert_eq!(each, super::Grant::UserSignIn);
+    assert!(!each.unattended() && each.per_user());
+    assert!(!by("human").grant.per_user() && !cc.grant.per_user());
     // Secrets stay out of Debug.
     assert!(!format!("{:?}", by("xaa")).contains("\"s\""));
 }

@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::questions::Answers;
+use super::questions::{Answers, DECLARED};
 use super::team::{Refusal, Team};
 use super::{Caller, Gateway, User};
 use crate::auth::Secret as Token;
@@ -575,6 +575,7 @@ impl Front {
             .then(|| gateway.questions.asker(caller.key(), answers, tx.clone()));
         let mut answer = Box::pin(async move {
             let answer = gateway.answer(&caller, &id, &method, params, &tx);
+            let answer = DECLARED.scope(answers, answer);
             match asker {
                 Some(asker) => ASKER.scope(asker, answer).await,
                 None => answer.await,

@@ -32,6 +32,12 @@ pub struct Answers {
     pub tasks: bool,
 }
 
+tokio::task_local! {
+    /// What the client of the request being answered declared it can answer (set
+    /// around each HTTP request): whether it may be sent to a URL, for one.
+    pub static DECLARED: Answers;
+}
+
 impl Answers {
     /// What `capabilities` declare; an empty `elicitation` object means forms, as the
     /// protocol says.

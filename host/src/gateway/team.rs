@@ -57,6 +57,11 @@ pub struct Team {
     /// The key client session ids are sealed with when replicas share state (else each
     /// process makes its own).
     pub sessions_key: Option<[u8; 32]>,
+    /// Users' own sign-ins to the servers they sign in to themselves
+    /// (`"grant": "user_sign_in"`), and the callback that finishes them.
+    pub sign_ins: Option<Arc<crate::auth::mcp::user_sign_in::UserSignIns>>,
+    /// Who a search asked to sign in to what already.
+    pub asked: crate::gateway::sign_in::Asked,
 }
 
 impl Team {
@@ -80,6 +85,8 @@ impl Team {
             shared_audit: None,
             shared_found: None,
             sessions_key: None,
+            sign_ins: None,
+            asked: Default::default(),
         })
     }
 

@@ -12,6 +12,7 @@ use super::team::metrics::Outcome;
 use super::team::policy::{Action, Decision, Target};
 use super::{Caller, Exposure, Gateway, Refused, Reply, text_result};
 use crate::guard::SanitizedTool;
+use crate::mcp::McpError;
 use crate::mcp::client::Session;
 use crate::mcp::connection::ProgressSink;
 use crate::mcp::protocol::{INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -74,6 +75,7 @@ impl Gateway {
                 fields["server"] = json!(server);
                 fields["uri_sha256"] = json!(self.session.audit_digest(uri.as_bytes()));
             }
+            Target::SignIn { server } => fields["server"] = json!(server),
         }
         self.session.audit("denied", fields);
         Err((
@@ -214,14 +216,23 @@ impl Gateway {
                 .into());
         }
         let started = std::time::Instant::now();
-        let result = match &self.per_user {
+        let called = match &self.per_user {
             // The user's own process of a per-user server.
             Some(p) if p.serves(server) => {
                 let session = p.session_for(caller.key());
-                super::run_call_in(&session, tool.name(), args, progress).await
+                super::call_in(&session, tool.name(), args, progress).await
             }
-            _ => self.run_call(tool.name(), args, progress).await,
+            _ => super::call_in(&self.session, tool.name(), args, progress).await,
         };
+        // A server the user signs in to themselves, and they have not (or no longer).
+        if let Err(McpError::NeedsLogin { server: s, .. }) = &called
+            && team.sign_ins.as_ref().is_some_and(|u| u.signs_in(s))
+        {
+            team.metrics
+                .call(server, tool_name, Outcome::ToolError, started.elapsed());
+            return self.sign_in_needed(team, caller, std::slice::from_ref(s)).await;
+        }
+        let result = super::reply_of(called);
         let outcome = match &result {
             Ok(r) if r["isError"] != true => Outcome::Ok,
             _ => Outcome::ToolError,

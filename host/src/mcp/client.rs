@@ -93,6 +93,8 @@ pub struct SessionOptions {
     pub shared_cache: Option<Arc<dyn crate::mcp::cache::SharedCache>>,
     /// Where per-user exchanged tokens are kept for other machines too (sealed).
     pub token_vault: Option<Arc<dyn crate::auth::mcp::exchange::TokenVault>>,
+    /// A team gateway's users' own sign-ins to its `user_sign_in` servers.
+    pub user_sign_ins: Option<Arc<crate::auth::mcp::user_sign_in::UserSignIns>>,
 }
 
 /// How long the prompt's names (and a search) wait for servers without a cache entry:
@@ -113,6 +115,7 @@ impl SessionOptions {
             prompt_budget: PROMPT_BUDGET,
             shared_cache: None,
             token_vault: None,
+            user_sign_ins: None,
         }
     }
 

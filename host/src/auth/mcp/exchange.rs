@@ -31,19 +31,7 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// Users whose tokens are kept at once; the memory is emptied when full.
 const MAX_USERS: usize = 10_000;
 
-/// A token as a vault gives it back: the token and until when it lives.
-pub type Kept = Pin<Box<dyn Future<Output = Option<(Secret, SystemTime)>> + Send>>;
-
-/// Where exchanged tokens are kept beyond this process, by upstream and user. What a
-/// vault gives back for one user must never be another's (the state layer seals each
-/// token to its upstream and user).
-pub trait TokenVault: Send + Sync {
-    fn get(&self, upstream: &str, sub: &str) -> Kept;
-    /// Keeps `token` until `until` (not waited for).
-    fn put(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime);
-    /// Forgets a token the upstream refused (not waited for).
-    fn forget(&self, upstream: &str, sub: &str);
-}
+pub use crate::auth::vault::{Kept, TokenVault};
 
 /// One server's per-user sign-in.
 pub struct PerUser {

@@ -52,7 +52,7 @@ pub async fn fetch(
         Grant::AuthorizationCode => Err(Refusal::Failed(AuthError::Config(
             "this server is signed in to by a human (`edgar mcp login`)".into(),
         ))),
-        Grant::TokenExchange => Err(Refusal::Failed(AuthError::Config(
+        Grant::TokenExchange | Grant::UserSignIn => Err(Refusal::Failed(AuthError::Config(
             "this server is signed in to per user, through a team gateway".into(),
         ))),
     }

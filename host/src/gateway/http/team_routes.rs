@@ -16,6 +16,9 @@ use crate::gateway::team::{Team, metrics};
 
 const METADATA: &str = "/.well-known/oauth-protected-resource";
 
+/// Where a user's browser comes back from an upstream's sign-in page.
+const CALLBACK_PATH: &str = crate::auth::mcp::user_sign_in::CALLBACK_PATH;
+
 /// The path MCP is served at: the resource URL's.
 pub fn mcp_path(config: &TeamConfig) -> String {
     match config.resource.path() {
@@ -46,6 +49,12 @@ pub async fn respond(
                 HeaderValue::from_static("*"),
             );
             r
+        }
+        CALLBACK_PATH if team.sign_ins.is_some() => {
+            if req.method() != Method::GET {
+                return Some(status(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
+            }
+            signed_in(team, req.uri().query().unwrap_or(""), gateway).await
         }
         "/healthz" => status(StatusCode::OK, "ok"),
         "/readyz" => {
@@ -78,4 +87,49 @@ pub async fn respond(
         _ => return None,
     };
     Some(reply)
+}
+
+/// The browser back from a user's sign-in to an upstream (its `query`): finished, the
+/// tokens kept for that user and an audit line under their name; or why not. A page for
+/// a person, plain text, never stored or sent on as a referrer.
+async fn signed_in(team: &Team, query: &str, gateway: &Gateway) -> Reply {
+    let Some(sign_ins) = &team.sign_ins else {
+        return status(StatusCode::NOT_FOUND, "not found");
+    };
+    let mut reply = match sign_ins.finish(query).await {
+        Ok(done) => {
+            let line = || {
+                gateway.session.audit(
+                    "signed_in",
+                    serde_json::json!({"server": done.server, "id": done.id}),
+                )
+            };
+            crate::trust::audit::ACTOR.sync_scope(done.sub.clone(), line);
+            gateway.session.signed_in(&done.server);
+            status(
+                StatusCode::OK,
+                &format!(
+                    "Signed in to '{}'. You can close this page and go back to your MCP client.",
+                    done.server
+                ),
+            )
+        }
+        Err(e) => {
+            tracing::info!("a sign-in did not finish: {e}");
+            status(
+                StatusCode::BAD_REQUEST,
+                &format!("The sign-in did not finish: {e}"),
+            )
+        }
+    };
+    for (name, value) in [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ] {
+        reply
+            .headers_mut()
+            .insert(name, HeaderValue::from_static(value));
+    }
+    reply
 }

@@ -23,6 +23,8 @@ use crate::guard::SanitizedTool;
 /// checked only for shape. Prompts and resources carry the same hints, fixed to what
 /// getting or reading is (read-only, not destructive, idempotent, closed world), so a
 /// rule written for every action (`when { resource.readOnlyHint }`) holds for them too.
+/// Signing in to a `user_sign_in` server (`SignIn::"server"`) keeps a token for the user
+/// and reaches beyond the gateway: not read-only, not destructive, idempotent, open world.
 pub const SCHEMA: &str = r#"
 entity User = { groups: Set<String>, scopes: Set<String> };
 entity Server;
@@ -52,7 +54,15 @@ entity Resource in [Server] = {
 };
 action list_tools, call_tool appliesTo { principal: [User], resource: [Tool] };
 action list_prompts, get_prompt appliesTo { principal: [User], resource: [Prompt] };
+entity SignIn in [Server] = {
+  server: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
 action list_resources, read_resource appliesTo { principal: [User], resource: [Resource] };
+action sign_in appliesTo { principal: [User], resource: [SignIn] };
 "#;
 
 /// What a policy decides about one tool, prompt or resource.
@@ -70,16 +80,20 @@ pub enum Action {
     ListResources,
     /// Reading it (or subscribing to it, or completing its template).
     ReadResource,
+    /// Signing in to a server the gateway's users sign in to themselves
+    /// (`"grant": "user_sign_in"`), and being asked to.
+    SignIn,
 }
 
 impl Action {
-    const ALL: [Action; 6] = [
+    const ALL: [Action; 7] = [
         Action::ListTools,
         Action::CallTool,
         Action::ListPrompts,
         Action::GetPrompt,
         Action::ListResources,
         Action::ReadResource,
+        Action::SignIn,
     ];
 
     fn id(self) -> &'static str {
@@ -90,6 +104,7 @@ impl Action {
             Action::GetPrompt => "get_prompt",
             Action::ListResources => "list_resources",
             Action::ReadResource => "read_resource",
+            Action::SignIn => "sign_in",
         }
     }
 }
@@ -99,15 +114,27 @@ impl Action {
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
     Tool(&'a SanitizedTool),
-    Prompt { server: &'a str, name: &'a str },
-    Resource { server: &'a str, uri: &'a str },
+    Prompt {
+        server: &'a str,
+        name: &'a str,
+    },
+    Resource {
+        server: &'a str,
+        uri: &'a str,
+    },
+    /// Signing in to the server.
+    SignIn {
+        server: &'a str,
+    },
 }
 
 impl Target<'_> {
     fn server(&self) -> &str {
         match self {
             Target::Tool(t) => t.server(),
-            Target::Prompt { server, .. } | Target::Resource { server, .. } => server,
+            Target::Prompt { server, .. }
+            | Target::Resource { server, .. }
+            | Target::SignIn { server } => server,
         }
     }
 }
@@ -144,6 +171,7 @@ pub struct Policy {
     tool_type: EntityTypeName,
     prompt_type: EntityTypeName,
     resource_type: EntityTypeName,
+    sign_in_type: EntityTypeName,
     server_type: EntityTypeName,
     /// Each [`Action`]'s uid, in [`Action::ALL`]'s order.
     actions: Vec<EntityUid>,
@@ -180,6 +208,7 @@ impl Policy {
             tool_type: name("Tool")?,
             prompt_type: name("Prompt")?,
             resource_type: name("Resource")?,
+            sign_in_type: name("SignIn")?,
             server_type: name("Server")?,
             actions: Action::ALL.iter().map(|a| action(a.id())).collect(),
         })
@@ -238,7 +267,7 @@ impl Policy {
                 (
                     &self.tool_type,
                     format!("{server_name}__{}", tool.tool()),
-                    ("tool", tool.tool()),
+                    Some(("tool", tool.tool())),
                     [
                         h.read_only.unwrap_or(false),
                         h.destructive.unwrap_or(true),
@@ -250,14 +279,20 @@ impl Policy {
             Target::Prompt { name, .. } => (
                 &self.prompt_type,
                 format!("{server_name}__{name}"),
-                ("prompt", name),
+                Some(("prompt", name)),
                 [true, false, true, false],
             ),
             Target::Resource { uri, .. } => (
                 &self.resource_type,
                 format!("{server_name}/{uri}"),
-                ("uri", uri),
+                Some(("uri", uri)),
                 [true, false, true, false],
+            ),
+            Target::SignIn { .. } => (
+                &self.sign_in_type,
+                server_name.to_owned(),
+                None,
+                [false, false, true, true],
             ),
         };
         let resource = EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id));
@@ -266,12 +301,14 @@ impl Policy {
             resource.clone(),
             HashMap::from([
                 ("server".to_owned(), string(server_name)),
-                (own.0.to_owned(), string(own.1)),
                 ("readOnlyHint".to_owned(), flag(read_only)),
                 ("destructiveHint".to_owned(), flag(destructive)),
                 ("idempotentHint".to_owned(), flag(idempotent)),
                 ("openWorldHint".to_owned(), flag(open_world)),
-            ]),
+            ])
+            .into_iter()
+            .chain(own.map(|(k, v)| (k.to_owned(), string(v))))
+            .collect(),
             HashSet::from([server.clone()]),
         )
         .map_err(|e| e.to_string())?;
@@ -329,6 +366,7 @@ impl Action {
             Action::GetPrompt => "get the prompt",
             Action::ListResources => "see the resource",
             Action::ReadResource => "read",
+            Action::SignIn => "sign in to",
         }
     }
 }

@@ -59,6 +59,11 @@ impl SessionInner {
                 }
             };
         }
+        // Per user behind a team gateway, each signing in themselves: the gateway's.
+        if spec.oauth.grant == crate::config::Grant::UserSignIn {
+            let signs_in = self.opts.user_sign_ins.as_ref()?.server(&spec.name)?;
+            return Some(signs_in);
+        }
         let store = self.opts.credentials.clone()?;
         let mut all = self.sign_ins.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(a) = all.get(&spec.name) {

@@ -291,6 +291,13 @@ impl SessionInner {
                 });
                 Ok(running)
             }
+            // A team gateway user without a token of their own for a server signed in
+            // to per user: theirs to mend, not the server's failure (another user's
+            // discovery, or theirs after signing in, may start it).
+            Err(e @ McpError::NeedsLogin { .. }) if server.spec.oauth.grant.per_user() => {
+                tracing::debug!(server = name, "discovery needs the user's sign-in");
+                Err(e)
+            }
             Err(e) => {
                 let reason = strip_server(&e, name);
                 // The caller reports the error; a warning too would say it twice.

@@ -52,6 +52,14 @@ impl SessionInner {
         Ok(())
     }
 
+    /// Someone signed in to `name` (a server a team gateway's users sign in to
+    /// themselves): a search that could not include it tries it again.
+    pub fn signed_in(&self, name: &str) {
+        if let Ok(server) = self.server(name) {
+            server.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     /// Stateless era: asks a running server to say when its tools change
     /// (`subscriptions/listen`), which feeds the same refresh as the handshake era's
     /// `notifications/tools/list_changed`. The subscription lives as long as the

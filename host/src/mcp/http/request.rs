@@ -119,7 +119,8 @@ pub(super) async fn send_with_auth(
         {
             tries += 1;
             if auth
-                .refused(
+                .refused_for(
+                    subject,
                     response.status().as_u16(),
                     challenge.as_ref(),
                     sent.as_ref(),

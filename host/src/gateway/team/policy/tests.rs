@@ -202,3 +202,33 @@ forbid(principal, action == Action::"get_prompt", resource == Prompt::"github__a
             .allowed()
     );
 }
+
+#[test]
+fn signing_in_is_decided_by_its_own_action_and_is_not_read_only() {
+    let text = r#"
+// Engineers may sign in to the accounting server; the docs' every-action read-only
+// rule still validates, and does not let anyone sign in (signing in keeps a token).
+permit(principal, action == Action::"sign_in", resource in Server::"acct")
+  when { principal.groups.contains("eng") };
+permit(principal, action, resource in Server::"acct")
+  when { principal.groups.contains("support") && resource.readOnlyHint };
+permit(principal, action, resource == SignIn::"wiki");
+"#;
+    let p = Policy::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let (eng, support) = (user("ada", &["eng"]), user("sam", &["support"]));
+    let sign_in = |server| Target::SignIn { server };
+    for (who, server, allowed) in [
+        (&eng, "acct", true),
+        (&support, "acct", false),
+        (&eng, "other", false),
+        (&support, "wiki", true),
+    ] {
+        let got = p.decide_on(who, Action::SignIn, sign_in(server)).allowed();
+        assert_eq!(got, allowed, "{} signing in to {server}", who.sub);
+    }
+    // A sign-in is no tool: a rule on tools does not reach it, nor it them.
+    assert!(
+        !p.decide(&eng, Action::CallTool, &tool("acct", "echo", None))
+            .allowed()
+    );
+}

@@ -1,0 +1,23 @@
+//! Where a team gateway's per-user upstream tokens are kept beyond this process (the
+//! replicas' shared state): exchanged tokens (`mcp::exchange`) and users' own sign-ins
+//! (`mcp::user_sign_in`). The state layer implements it; sign-in only calls it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::SystemTime;
+
+use super::Secret;
+
+/// A token as a vault gives it back: the token and until when it lives.
+pub type Kept = Pin<Box<dyn Future<Output = Option<(Secret, SystemTime)>> + Send>>;
+
+/// Where tokens are kept beyond this process, by upstream and user. What a vault gives
+/// back for one user must never be another's (the state layer seals each token to its
+/// upstream and user).
+pub trait TokenVault: Send + Sync {
+    fn get(&self, upstream: &str, sub: &str) -> Kept;
+    /// Keeps `token` until `until` (not waited for).
+    fn put(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime);
+    /// Forgets a token the upstream refused (not waited for).
+    fn forget(&self, upstream: &str, sub: &str);
+}

@@ -1,0 +1,486 @@
+//! A team gateway's users signing in to an upstream themselves (`"grant":
+//! "user_sign_in"`): an upstream MCP server with an authorization server of its own (not
+//! the company's), registration, PKCE, RFC 9207 `iss`. A user's search or call that needs
+//! their sign-in is answered with URL-mode elicitation (-32042) holding the upstream's
+//! authorization URL; the "browser" (this test, as the user at the upstream) follows it
+//! to the gateway's callback; then the same request works, with that user's own token
+//! upstream. Each user gets their own; the policy's `sign_in` decides who may; a client
+//! that cannot be sent to a URL is told so and shown none; a forged, altered or replayed
+//! callback is refused; no inbound token reaches the upstream.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use crate::mcp_http_faults::{FakeHttp, Req, Resp};
+use crate::team_gateway::{Idp, Key, Team, claims, finish, tag, text};
+
+const POLICY: &str = r#"
+// Engineers may do everything with the upstream, signing in included.
+permit(principal, action, resource in Server::"acct")
+  when { principal.groups.contains("eng") };
+// Readers may find and call its tools, but not sign in to it.
+permit(principal, action in [Action::"list_tools", Action::"call_tool"], resource in Server::"acct")
+  when { principal.groups.contains("readers") };
+"#;
+
+/// The upstream and its own authorization server, on one loopback origin.
+#[derive(Default)]
+struct World {
+    base: OnceLock<String>,
+    /// code -> (user, PKCE challenge, redirect URI); a code works once.
+    codes: HashMap<String, (String, String, String)>,
+    /// access token -> user.
+    tokens: HashMap<String, String>,
+    counter: u32,
+    /// The redirect URIs registrations asked for.
+    registered: Vec<String>,
+}
+
+fn lock(w: &Mutex<World>) -> std::sync::MutexGuard<'_, World> {
+    w.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn s256(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(ring::digest::digest(
+        &ring::digest::SHA256,
+        verifier.as_bytes(),
+    ))
+}
+
+fn upstream(world: &Arc<Mutex<World>>, req: &Req) -> Resp {
+    let base = lock(world).base.get().cloned().unwrap_or_default();
+    let path = req.path.split('?').next().unwrap_or("");
+    let bad = |e: &str| Resp::Json(400, vec![], json!({"error": e}));
+    match (req.method.as_str(), path) {
+        ("GET", "/.well-known/oauth-protected-resource/mcp") => Resp::Json(
+            200,
+            vec![],
+            json!({"resource": format!("{base}/mcp"), "authorization_servers": [base]}),
+        ),
+        ("GET", "/.well-known/oauth-authorization-server") => Resp::Json(
+            200,
+            vec![],
+            json!({"issuer": base, "authorization_endpoint": format!("{base}/authorize"),
+                "token_endpoint": format!("{base}/token"), "registration_endpoint": format!("{base}/register"),
+                "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+                "token_endpoint_auth_methods_supported": ["none"],
+                "authorization_response_iss_parameter_supported": true}),
+        ),
+        ("POST", "/register") => {
+            let uris = req.body["redirect_uris"].clone();
+            lock(world).registered.extend(
+                uris.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|u| u.as_str().map(str::to_owned)),
+            );
+            Resp::Json(
+                201,
+                vec![],
+                json!({"client_id": "acct-client", "token_endpoint_auth_method": "none"}),
+            )
+        }
+        // The user is signed in to the upstream in their browser: `x-user` says who.
+        ("GET", "/authorize") => {
+            let (Some(user), Some(redirect), Some(state), Some(ch)) = (
+                req.header("x-user").map(str::to_owned),
+                req.param("redirect_uri"),
+                req.param("state"),
+                req.param("code_challenge"),
+            ) else {
+                return bad("invalid_request");
+            };
+            if req.param("client_id").as_deref() != Some("acct-client") {
+                return bad("invalid_client");
+            }
+            let mut w = lock(world);
+            w.counter += 1;
+            let code = format!("code-{}", w.counter);
+            w.codes.insert(code.clone(), (user, ch, redirect.clone()));
+            let iss: String = url_encode(&base);
+            Resp::Status(
+                302,
+                vec![(
+                    "location",
+                    format!("{redirect}?code={code}&state={state}&iss={iss}"),
+                )],
+            )
+        }
+        ("POST", "/token") => {
+            let mut w = lock(world);
+            if req.param("grant_type").as_deref() != Some("authorization_code") {
+                return bad("unsupported_grant_type");
+            }
+            let code = req.param("code").unwrap_or_default();
+            let verifier = req.param("code_verifier").unwrap_or_default();
+            match w.codes.remove(&code) {
+                Some((user, ch, redirect))
+                    if ch == s256(&verifier)
+                        && req.param("redirect_uri").as_deref() == Some(redirect.as_str()) =>
+                {
+                    w.counter += 1;
+                    let token = format!("acct-token-{user}-{}", w.counter);
+                    w.tokens.insert(token.clone(), user);
+                    Resp::Json(
+                        200,
+                        vec![],
+                        json!({"access_token": token, "token_type": "Bearer", "expires_in": 600}),
+                    )
+                }
+                _ => bad("invalid_grant"),
+            }
+        }
+        ("POST", "/mcp") => {
+            let w = lock(world);
+            let user = req
+                .header("authorization")
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .and_then(|t| w.tokens.get(t).cloned());
+            let Some(user) = user else {
+                return Resp::Status(
+                    401,
+                    vec![(
+                        "www-authenticate",
+                        format!(
+                            r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+                        ),
+                    )],
+                );
+            };
+            if req.rpc() == "tools/call" {
+                let said = req.body["params"]["arguments"]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                return Resp::Json(
+                    200,
+                    vec![],
+                    json!({"jsonrpc": "2.0", "id": req.id(),
+                    "result": {"content": [{"type": "text", "text": format!("{user} said {said}")}]}}),
+                );
+            }
+            crate::mcp_http_faults::good(req).unwrap_or(Resp::Status(400, vec![]))
+        }
+        _ => Resp::Status(404, vec![]),
+    }
+}
+
+fn url_encode(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace(':', "%3A")
+        .replace('/', "%2F")
+}
+
+/// One raw GET on loopback `port`, as a browser sends it: (status, the `Location`
+/// header as sent, the body).
+fn browser_get(port: u16, path: &str, user: &str) -> (u16, Option<String>, String) {
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\nx-user: {user}\r\n\r\n"
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut raw = String::new();
+    let _ = stream.read_to_string(&mut raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let location = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("location")
+            .then(|| value.trim().to_owned())
+    });
+    (status, location, body.to_owned())
+}
+
+/// Port and path-with-query of a loopback URL.
+fn port_and_path(url: &str) -> (u16, String) {
+    let rest = url
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{url}"));
+    let (port, path) = rest.split_once('/').unwrap_or_else(|| panic!("{url}"));
+    (
+        port.parse().unwrap_or_else(|e| panic!("{e}")),
+        format!("/{path}"),
+    )
+}
+
+/// A client of the gateway that declared what `capabilities` say, in its own session.
+struct User<'a> {
+    team: &'a Team,
+    token: String,
+    session: String,
+}
+
+impl<'a> User<'a> {
+    fn new(team: &'a Team, token: String, capabilities: Value) -> User<'a> {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "t", "version": "1"}}});
+        let auth = format!("Bearer {token}");
+        let a = team.request(
+            "POST",
+            "/mcp",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            &body.to_string(),
+        );
+        assert_eq!(a.status, 200, "{}", a.body);
+        let session = a
+            .session
+            .unwrap_or_else(|| panic!("no session: {}", a.head));
+        User {
+            team,
+            token,
+            session,
+        }
+    }
+
+    fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let auth = format!("Bearer {}", self.token);
+        let a = self.team.request(
+            "POST",
+            "/mcp",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-session-id", &self.session),
+            ],
+            &body.to_string(),
+        );
+        let found = a
+            .body
+            .lines()
+            .map(|l| l.strip_prefix("data: ").unwrap_or(l))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|m| m["id"] == id);
+        found.unwrap_or_else(|| panic!("no answer to {method}: {} {}", a.status, a.body))
+    }
+
+    fn call(&self, id: u64, name: &str, said: &str) -> Value {
+        self.rpc(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": {"text": said}}),
+        )
+    }
+}
+
+/// The one authorization URL of a -32042 answer.
+fn sign_in_url(m: &Value) -> String {
+    assert_eq!(m["error"]["code"], -32042, "{m}");
+    let e = &m["error"]["data"]["elicitations"];
+    assert_eq!(e.as_array().map(Vec::len), Some(1), "{m}");
+    assert_eq!(e[0]["mode"], "url", "{m}");
+    assert!(
+        e[0]["elicitationId"]
+            .as_str()
+            .is_some_and(|i| i.len() >= 16),
+        "{m}"
+    );
+    e[0]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{m}"))
+        .to_owned()
+}
+
+/// The user signs in at the upstream and their browser comes back to the gateway:
+/// the callback's status and page.
+fn sign_in_as(user: &str, url: &str) -> (u16, String, String) {
+    let (port, path) = port_and_path(url);
+    let (status, location, _) = browser_get(port, &path, user);
+    assert_eq!(status, 302);
+    let back = location.unwrap_or_else(|| panic!("no redirect"));
+    let (port, path) = port_and_path(&back);
+    let (status, _, page) = browser_get(port, &path, user);
+    (status, page, path)
+}
+
+#[test]
+fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let world = Arc::new(Mutex::new(World::default()));
+    let w = world.clone();
+    let acct = rt.block_on(FakeHttp::start(move |req| upstream(&w, req)));
+    let _ = lock(&world)
+        .base
+        .set(acct.url.trim_end_matches("/mcp").to_owned());
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let servers = json!({"acct": {"url": acct.url, "oauth": {"grant": "user_sign_in"}}});
+    let team = Team::start_with(home.path(), servers, json!({}), &idp, POLICY);
+    let token =
+        |sub: &str, group: &str| key.token(Some("k"), &claims(&idp, &team.resource, sub, &[group]));
+    let url_mode = json!({"elicitation": {"url": {}}});
+
+    // Ada's search cannot include the upstream's tools until she signs in: asked.
+    let ada = User::new(&team, token("ada", "eng"), url_mode.clone());
+    let m = ada.rpc(
+        1,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    let url = sign_in_url(&m);
+    assert!(url.contains("/authorize?"), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let callback = format!("http://127.0.0.1:{}/oauth/callback", team.port);
+    assert!(url.contains(&url_encode(&callback)), "{url}");
+    assert_eq!(lock(&world).registered, vec![callback.clone()]);
+    let (status, page, callback_path) = sign_in_as("ada", &url);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Signed in to 'acct'"), "{page}");
+    // Asked again, the search finds its tools, and her call carries her own token.
+    let m = ada.rpc(
+        2,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    let log = || team.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(text(&m).contains("acct__echo"), "{m}\n{}", log());
+    assert_eq!(text(&ada.call(3, "acct__echo", "hi")), "ada said hi");
+
+    // The same sign-in link again: the code is spent, and nothing changes.
+    let (port, _) = port_and_path(&callback);
+    let (status, _, page) = browser_get(port, &callback_path, "ada");
+    assert_eq!(status, 400, "{page}");
+    // A state this gateway did not seal, or one altered by a character.
+    let forged =
+        "/oauth/callback?code=code-1&state=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let (status, _, page) = browser_get(port, forged, "ada");
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("not one the gateway made"), "{page}");
+    let state_at = callback_path
+        .find("state=")
+        .unwrap_or_else(|| panic!("{callback_path}"))
+        + 10;
+    let mut altered = callback_path.clone().into_bytes();
+    altered[state_at] = if altered[state_at] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
+    let altered = String::from_utf8(altered).unwrap_or_else(|e| panic!("{e}"));
+    let (status, _, page) = browser_get(port, &altered, "ada");
+    assert_eq!(status, 400, "{page}");
+    // The authorization server's refusal is shown as such.
+    let (status, _, page) = browser_get(port, "/oauth/callback?error=access_denied&state=x", "ada");
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("access_denied"), "{page}");
+
+    // Bob, found the tool already there, is asked when he calls it, and then has his own.
+    let bob = User::new(&team, token("bob", "eng"), url_mode.clone());
+    let m = bob.rpc(
+        4,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    assert!(text(&m).contains("acct__echo"), "{m}");
+    let url = sign_in_url(&bob.call(5, "acct__echo", "yo"));
+    assert_eq!(sign_in_as("bob", &url).0, 200);
+    assert_eq!(text(&bob.call(6, "acct__echo", "yo")), "bob said yo");
+    assert_eq!(text(&ada.call(7, "acct__echo", "again")), "ada said again");
+
+    // Carol may call it but not sign in: told so, no URL.
+    let carol = User::new(&team, token("carol", "readers"), url_mode);
+    carol.rpc(
+        8,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    let m = carol.call(9, "acct__echo", "hey");
+    assert_eq!(m["result"]["isError"], true, "{m}");
+    assert!(text(&m).contains("does not let you sign in to"), "{m}");
+    assert!(!m.to_string().contains("authorize"), "{m}");
+    // Dan's client cannot be sent to a URL: told so, no URL.
+    let dan = User::new(&team, token("dan", "eng"), json!({"elicitation": {}}));
+    dan.rpc(
+        10,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    let m = dan.call(11, "acct__echo", "hey");
+    assert_eq!(m["result"]["isError"], true, "{m}");
+    assert!(text(&m).contains("URL-mode elicitation"), "{m}");
+    assert!(!m.to_string().contains("authorize"), "{m}");
+
+    // The upstream saw each user's own token only, never one the company issued.
+    let seen = acct.requests.lock().map(|r| r.clone()).unwrap_or_default();
+    // A call sent before its user signed in carried no token; every other, theirs.
+    let mut tokened = HashMap::new();
+    for q in seen.iter().filter(|q| q.rpc() == "tools/call") {
+        let said = q.body["params"]["arguments"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let owner = match said {
+            "yo" => "bob",
+            "hey" => "carol or dan",
+            _ => "ada",
+        };
+        match q.header("authorization") {
+            None => {}
+            Some(who) => {
+                assert!(
+                    who.starts_with(&format!("Bearer acct-token-{owner}-")),
+                    "{said}: {who}"
+                );
+                *tokened.entry(owner).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(tokened, HashMap::from([("ada", 2), ("bob", 1)]));
+    assert!(
+        seen.iter()
+            .all(|q| !q.headers.iter().any(|(_, v)| v.contains("eyJ"))),
+        "an inbound token reached the upstream"
+    );
+    // The trail says who signed in and who was asked, under their names; no tokens.
+    let trail = std::fs::read_to_string(home.path().join("state/audit.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<Value> = trail
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let by = |event: &str, user: &str| {
+        lines
+            .iter()
+            .filter(|l| l["event"] == event && l["user"] == user)
+            .count()
+    };
+    assert_eq!(
+        (by("signed_in", "ada"), by("signed_in", "bob")),
+        (1, 1),
+        "{trail}"
+    );
+    assert_eq!(
+        (by("sign_in_asked", "ada"), by("sign_in_asked", "bob")),
+        (1, 1),
+        "{trail}"
+    );
+    assert_eq!(by("denied", "carol"), 1, "{trail}");
+    assert!(
+        !trail.contains("acct-token-") && !trail.contains("code-"),
+        "{trail}"
+    );
+    finish(team, &tag("sign-in"));
+}
