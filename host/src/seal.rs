@@ -14,6 +14,14 @@ impl std::fmt::Debug for Sealer {
     }
 }
 
+/// A new key from the OS random source (of this process only, unless it is kept).
+pub fn random_key() -> std::io::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key)
+        .map_err(|e| std::io::Error::other(format!("the OS random source failed: {e}")))?;
+    Ok(key)
+}
+
 impl Sealer {
     pub fn new(key: &[u8; 32]) -> Sealer {
         // AES-256 takes any 32 bytes: ring refuses only a wrong length.
@@ -25,10 +33,7 @@ impl Sealer {
 
     /// A key of this process only, from the OS random source.
     pub fn random() -> std::io::Result<Sealer> {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key)
-            .map_err(|e| std::io::Error::other(format!("the OS random source failed: {e}")))?;
-        Ok(Sealer::new(&key))
+        Ok(Sealer::new(&random_key()?))
     }
 
     /// `plain` sealed and bound to `bound` (each part length-prefixed, so no two lists

@@ -143,6 +143,82 @@ pub(crate) struct Idp {
     keys: Arc<Mutex<Vec<Value>>>,
     /// The audience its introspection answers name (the gateway's resource).
     audience: Arc<Mutex<String>>,
+    /// The key its ID tokens are signed with, once a test signs users in there.
+    signer: Signer,
+}
+
+/// The key (and its id) an identity provider signs ID tokens with, once it has one.
+type Signer = Arc<Mutex<Option<(Arc<Key>, String)>>>;
+
+/// The gateway's client secret as the browser's OpenID Connect client.
+pub(crate) const BROWSER_SECRET: &str = "gw-browser-secret";
+
+/// A code the identity provider issued: for whom, with which nonce, PKCE challenge and
+/// redirect URI; it works once.
+type Codes = Arc<Mutex<std::collections::HashMap<String, (String, String, String, String)>>>;
+
+/// The identity provider's OpenID Connect sign-in: a user already signed in there
+/// (`x-user`) is sent straight back with a code, which the gateway's browser client
+/// exchanges (with its secret and the PKCE verifier) for an ID token.
+fn oidc(req: &crate::mcp_http_faults::Req, base: &str, codes: &Codes, signer: &Signer) -> Resp {
+    let bad = |e: &str| Resp::Json(400, vec![], json!({"error": e}));
+    let mut codes = codes.lock().unwrap_or_else(|p| p.into_inner());
+    if req.method == "GET" {
+        let (Some(user), Some(redirect), Some(state), Some(nonce), Some(ch)) = (
+            req.header("x-user").map(str::to_owned),
+            req.param("redirect_uri"),
+            req.param("state"),
+            req.param("nonce"),
+            req.param("code_challenge"),
+        ) else {
+            return bad("invalid_request");
+        };
+        if req.param("client_id").as_deref() != Some("gw-browser")
+            || req.param("scope").as_deref() != Some("openid")
+        {
+            return bad("invalid_client");
+        }
+        let code = format!("idp-code-{}", codes.len() + 1);
+        codes.insert(code.clone(), (user, nonce, ch, redirect.clone()));
+        let state = state
+            .replace('%', "%25")
+            .replace('&', "%26")
+            .replace('=', "%3D");
+        return Resp::Status(
+            302,
+            vec![("location", format!("{redirect}?code={code}&state={state}"))],
+        );
+    }
+    let basic = format!(
+        "Basic {}",
+        STANDARD.encode(format!("gw-browser:{BROWSER_SECRET}"))
+    );
+    if req.header("authorization") != Some(basic.as_str()) {
+        return Resp::Json(401, vec![], json!({"error": "invalid_client"}));
+    }
+    let verifier = req.param("code_verifier").unwrap_or_default();
+    let challenge = b64(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+    let code = req.param("code").unwrap_or_default();
+    let signer = signer.lock().map(|s| s.clone()).unwrap_or(None);
+    match (codes.remove(&code), signer) {
+        (Some((user, nonce, ch, redirect)), Some((key, kid)))
+            if ch == challenge
+                && req.param("redirect_uri").as_deref() == Some(redirect.as_str()) =>
+        {
+            let id_token = key.token(
+                Some(&kid),
+                &json!({"iss": base, "aud": "gw-browser",
+                "sub": user, "nonce": nonce, "iat": now(), "exp": now() + 300}),
+            );
+            Resp::Json(
+                200,
+                vec![],
+                json!({"access_token": "idp-access", "token_type": "Bearer",
+                "id_token": id_token, "expires_in": 300}),
+            )
+        }
+        _ => bad("invalid_grant"),
+    }
 }
 
 /// The gateway's client secret at the introspection endpoint.
@@ -159,15 +235,27 @@ impl Idp {
         let base = Arc::new(Mutex::new(String::new()));
         let audience = Arc::new(Mutex::new(String::new()));
         let (k, b, aud) = (keys.clone(), base.clone(), audience.clone());
+        let signer = Signer::default();
+        let codes = Codes::default();
+        let (sg, cs) = (signer.clone(), codes.clone());
         let http = rt.block_on(FakeHttp::start(move |req| {
             let base = b.lock().map(|b| b.clone()).unwrap_or_default();
+            let path = req.path.split('?').next().unwrap_or_default();
+            if path == "/authorize"
+                || (path == "/token" && req.param("grant_type").as_deref() == Some("authorization_code"))
+            {
+                return oidc(req, &base, &cs, &sg);
+            }
             match req.path.as_str() {
                 "/.well-known/oauth-authorization-server" | "/.well-known/openid-configuration" => {
                     Resp::Json(
                         200,
                         vec![],
                         json!({"issuer": base, "jwks_uri": format!("{base}/jwks"),
-                               "token_endpoint": format!("{base}/token")}),
+                               "token_endpoint": format!("{base}/token"),
+                               "authorization_endpoint": format!("{base}/authorize"),
+                               "response_types_supported": ["code"],
+                               "code_challenge_methods_supported": ["S256"]}),
                     )
                 }
                 "/introspect" => {
@@ -228,6 +316,14 @@ impl Idp {
             base: url,
             keys,
             audience,
+            signer,
+        }
+    }
+
+    /// Signs users in with OpenID Connect from now on, its ID tokens signed by `key`.
+    pub(crate) fn sign_in_with(&self, key: Arc<Key>, kid: &str) {
+        if let Ok(mut s) = self.signer.lock() {
+            *s = Some((key, kid.to_owned()));
         }
     }
 
@@ -469,6 +565,7 @@ impl Team {
         let mut child = in_home(&mut cmd, home)
             .env("EDGAR_STATE_DIR", home.join("state"))
             .env("TEST_INTROSPECTION_SECRET", INTROSPECTION_SECRET)
+            .env("TEST_BROWSER_SECRET", BROWSER_SECRET)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -1054,6 +1151,19 @@ fn a_gateway_that_cannot_be_safe_does_not_start_and_says_why() {
     let r = serve(&["--http", "127.0.0.1:0", "--gateway-config", &bad]);
     assert_ne!(r.code, Some(0));
     assert!(r.stderr.contains("requierd_scopes"), "{}", r.stderr);
+    // Users who sign in to an upstream themselves, and no way to tell who is at the
+    // browser of a sign-in: a forwarded link would link another's account.
+    user_config(
+        home.path(),
+        json!({"acct": {"url": "https://acct.example/mcp", "oauth": {"grant": "user_sign_in"}}}),
+    );
+    let r = serve(&["--http", "127.0.0.1:0", "--gateway-config", &config]);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("'acct'") && r.stderr.contains("\"browser_client\""),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -176,15 +176,27 @@ fn url_encode(s: &str) -> String {
         .replace('/', "%2F")
 }
 
-/// One raw GET on loopback `port`, as a browser sends it: (status, the `Location`
-/// header as sent, the body).
-fn browser_get(port: u16, path: &str, user: &str) -> (u16, Option<String>, String) {
+/// What a browser got for one GET: its status, the `Location` and `Set-Cookie` headers
+/// as sent, and the page.
+struct Got {
+    status: u16,
+    location: Option<String>,
+    cookie: Option<String>,
+    page: String,
+}
+
+/// One raw GET on loopback `port`, as `user`'s browser sends it (signed in at the
+/// identity provider and at the upstream as `user`, with `cookie` if it holds one).
+fn browser_get(port: u16, path: &str, user: &str, cookie: Option<&str>) -> Got {
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let cookie = cookie
+        .map(|c| format!("cookie: {c}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\nx-user: {user}\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\nx-user: {user}\r\n{cookie}\r\n"
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let mut raw = String::new();
@@ -195,12 +207,31 @@ fn browser_get(port: u16, path: &str, user: &str) -> (u16, Option<String>, Strin
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let location = head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("location")
-            .then(|| value.trim().to_owned())
-    });
-    (status, location, body.to_owned())
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            let (n, value) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_owned())
+        })
+    };
+    Got {
+        status,
+        location: header("location"),
+        // The cookie itself, as a browser sends it back (its attributes checked apart).
+        cookie: header("set-cookie"),
+        page: body.to_owned(),
+    }
+}
+
+/// Follows a redirect `got` must be.
+fn follow(got: &Got, user: &str, cookie: Option<&str>) -> Got {
+    assert_eq!(got.status, 302, "{}", got.page);
+    let (port, path) = port_and_path(
+        got.location
+            .as_deref()
+            .unwrap_or_else(|| panic!("no Location")),
+    );
+    browser_get(port, &path, user, cookie)
 }
 
 /// Port and path-with-query of a loopback URL.
@@ -300,22 +331,39 @@ fn sign_in_url(m: &Value) -> String {
         .to_owned()
 }
 
-/// The user signs in at the upstream and their browser comes back to the gateway:
-/// the callback's status and page.
-fn sign_in_as(user: &str, url: &str) -> (u16, String, String) {
+/// `user`'s browser follows a sign-in link: the company's sign-in, the gateway, the
+/// upstream's sign-in, the gateway's callback. The callback's answer, its path, and the
+/// cookie the browser held.
+fn sign_in_as(user: &str, url: &str) -> (Got, String, String) {
     let (port, path) = port_and_path(url);
-    let (status, location, _) = browser_get(port, &path, user);
-    assert_eq!(status, 302);
-    let back = location.unwrap_or_else(|| panic!("no redirect"));
-    let (port, path) = port_and_path(&back);
-    let (status, _, page) = browser_get(port, &path, user);
-    (status, page, path)
+    let at_company = browser_get(port, &path, user, None);
+    let identified = follow(&at_company, user, None);
+    let set = identified
+        .cookie
+        .clone()
+        .unwrap_or_else(|| panic!("no cookie: {}", identified.page));
+    assert!(
+        set.contains("HttpOnly")
+            && set.contains("SameSite=Lax")
+            && set.contains("Path=/oauth/callback"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap_or_default().to_owned();
+    let at_upstream = follow(&identified, user, None);
+    let back = at_upstream
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, callback_path) = port_and_path(&back);
+    let done = follow(&at_upstream, user, Some(&cookie));
+    (done, callback_path, cookie)
 }
 
 #[test]
 fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
-    let key = Key::es256();
+    let key = Arc::new(Key::es256());
     let idp = Idp::start(vec![key.jwk("k")]);
+    idp.sign_in_with(key.clone(), "k");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -329,7 +377,8 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         .set(acct.url.trim_end_matches("/mcp").to_owned());
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let servers = json!({"acct": {"url": acct.url, "oauth": {"grant": "user_sign_in"}}});
-    let team = Team::start_with(home.path(), servers, json!({}), &idp, POLICY);
+    let browser = json!({"browser_client": {"client_id": "gw-browser", "client_secret_env": "TEST_BROWSER_SECRET"}});
+    let team = Team::start_with(home.path(), servers, browser, &idp, POLICY);
     let token =
         |sub: &str, group: &str| key.token(Some("k"), &claims(&idp, &team.resource, sub, &[group]));
     let url_mode = json!({"elicitation": {"url": {}}});
@@ -342,14 +391,20 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         json!({"name": "tool_search", "arguments": {"query": "echo"}}),
     );
     let url = sign_in_url(&m);
-    assert!(url.contains("/authorize?"), "{url}");
-    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    // The link goes to the company's sign-in first, then to the upstream's.
+    assert!(
+        url.starts_with(&format!("{}/authorize?", idp.base)),
+        "{url}"
+    );
+    assert!(
+        url.contains("client_id=gw-browser") && url.contains("nonce="),
+        "{url}"
+    );
     let callback = format!("http://127.0.0.1:{}/oauth/callback", team.port);
-    assert!(url.contains(&url_encode(&callback)), "{url}");
     assert_eq!(lock(&world).registered, vec![callback.clone()]);
-    let (status, page, callback_path) = sign_in_as("ada", &url);
-    assert_eq!(status, 200, "{page}");
-    assert!(page.contains("Signed in to 'acct'"), "{page}");
+    let (done, callback_path, cookie) = sign_in_as("ada", &url);
+    assert_eq!(done.status, 200, "{}", done.page);
+    assert!(done.page.contains("Signed in to 'acct'"), "{}", done.page);
     // Asked again, the search finds its tools, and her call carries her own token.
     let m = ada.rpc(
         2,
@@ -360,16 +415,20 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
     assert!(text(&m).contains("acct__echo"), "{m}\n{}", log());
     assert_eq!(text(&ada.call(3, "acct__echo", "hi")), "ada said hi");
 
-    // The same sign-in link again: the code is spent, and nothing changes.
+    // The same callback again: the code is spent, and nothing changes.
     let (port, _) = port_and_path(&callback);
-    let (status, _, page) = browser_get(port, &callback_path, "ada");
-    assert_eq!(status, 400, "{page}");
+    let again = browser_get(port, &callback_path, "ada", Some(&cookie));
+    assert_eq!(again.status, 400, "{}", again.page);
     // A state this gateway did not seal, or one altered by a character.
     let forged =
         "/oauth/callback?code=code-1&state=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
-    let (status, _, page) = browser_get(port, forged, "ada");
-    assert_eq!(status, 400, "{page}");
-    assert!(page.contains("not one the gateway made"), "{page}");
+    let got = browser_get(port, forged, "ada", Some(&cookie));
+    assert_eq!(got.status, 400, "{}", got.page);
+    assert!(
+        got.page.contains("not one the gateway made"),
+        "{}",
+        got.page
+    );
     let state_at = callback_path
         .find("state=")
         .unwrap_or_else(|| panic!("{callback_path}"))
@@ -381,12 +440,67 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         b'A'
     };
     let altered = String::from_utf8(altered).unwrap_or_else(|e| panic!("{e}"));
-    let (status, _, page) = browser_get(port, &altered, "ada");
-    assert_eq!(status, 400, "{page}");
+    assert_eq!(
+        browser_get(port, &altered, "ada", Some(&cookie)).status,
+        400
+    );
     // The authorization server's refusal is shown as such.
-    let (status, _, page) = browser_get(port, "/oauth/callback?error=access_denied&state=x", "ada");
-    assert_eq!(status, 400, "{page}");
-    assert!(page.contains("access_denied"), "{page}");
+    let got = browser_get(
+        port,
+        "/oauth/callback?error=access_denied&state=x",
+        "ada",
+        None,
+    );
+    assert_eq!(got.status, 400, "{}", got.page);
+    assert!(got.page.contains("access_denied"), "{}", got.page);
+
+    // Mallory's link, forwarded to Ada: the company's sign-in shows it is Ada, not him.
+    let mallory = User::new(&team, token("mallory", "eng"), url_mode.clone());
+    mallory.rpc(
+        19,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "echo"}}),
+    );
+    let url = sign_in_url(&mallory.call(20, "acct__echo", "mine"));
+    let (port_idp, path) = port_and_path(&url);
+    let at_company = browser_get(port_idp, &path, "ada", None);
+    let refused = follow(&at_company, "ada", None);
+    assert_eq!(refused.status, 400, "{}", refused.page);
+    assert!(refused.page.contains("another user"), "{}", refused.page);
+    assert!(refused.cookie.is_none());
+    // Or past the company's sign-in as himself, the upstream's page forwarded: Ada's
+    // browser holds no cookie for it, and her upstream account is not kept as his.
+    let url = sign_in_url(&mallory.call(21, "acct__echo", "mine"));
+    let (port_idp, path) = port_and_path(&url);
+    let identified = follow(
+        &browser_get(port_idp, &path, "mallory", None),
+        "mallory",
+        None,
+    );
+    assert_eq!(identified.status, 302, "{}", identified.page);
+    let at_upstream = follow(&identified, "ada", None);
+    let refused = follow(&at_upstream, "ada", None);
+    assert_eq!(refused.status, 400, "{}", refused.page);
+    assert!(
+        refused.page.contains("this browser did not sign in"),
+        "{}",
+        refused.page
+    );
+    // With Ada's own cookie of her own sign-in: still not his.
+    let at_upstream = follow(
+        &follow(
+            &browser_get(port_idp, &path, "mallory", None),
+            "mallory",
+            None,
+        ),
+        "ada",
+        None,
+    );
+    assert_eq!(follow(&at_upstream, "ada", Some(&cookie)).status, 400);
+    assert_eq!(
+        mallory.call(22, "acct__echo", "mine")["error"]["code"],
+        -32042
+    );
 
     // Bob, found the tool already there, is asked when he calls it, and then has his own.
     let bob = User::new(&team, token("bob", "eng"), url_mode.clone());
@@ -397,7 +511,7 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
     );
     assert!(text(&m).contains("acct__echo"), "{m}");
     let url = sign_in_url(&bob.call(5, "acct__echo", "yo"));
-    assert_eq!(sign_in_as("bob", &url).0, 200);
+    assert_eq!(sign_in_as("bob", &url).0.status, 200);
     assert_eq!(text(&bob.call(6, "acct__echo", "yo")), "bob said yo");
     assert_eq!(text(&ada.call(7, "acct__echo", "again")), "ada said again");
 
@@ -435,6 +549,7 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         let owner = match said {
             "yo" => "bob",
             "hey" => "carol or dan",
+            "mine" => "mallory",
             _ => "ada",
         };
         match q.header("authorization") {
@@ -478,6 +593,7 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         "{trail}"
     );
     assert_eq!(by("denied", "carol"), 1, "{trail}");
+    assert_eq!(by("signed_in", "mallory"), 0, "{trail}");
     assert!(
         !trail.contains("acct-token-") && !trail.contains("code-"),
         "{trail}"

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use edgar_host::auth::mcp::user_sign_in::UserSignIns;
-use edgar_host::config::ConfigPaths;
+use edgar_host::config::{ConfigPaths, Grant};
 use edgar_host::gateway::elicit::Forward;
 use edgar_host::gateway::http::{self, Secret};
 use edgar_host::gateway::per_user::PerUserServers;
+use edgar_host::gateway::team::browser::Browser;
 use edgar_host::gateway::team::config::SharedState;
 use edgar_host::gateway::team::{Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
@@ -111,9 +112,19 @@ pub fn run(
             (Some(state), Some(files)) => Some(shared_state(state, files.clone()).await?),
             _ => None,
         };
-        // A team's users' own sign-ins to the servers they sign in to themselves.
+        // A team's users' own sign-ins to the servers they sign in to themselves, sealed
+        // with a key the replicas share (else one of this process).
+        let sign_in_key = match team.as_ref().and_then(|t| t.state.as_ref()) {
+            Some(state) => StateKey::load(&state.key_file)?.sign_in_key(),
+            None => edgar_host::seal::random_key().context("cannot make the sign-in key")?,
+        };
         let sign_ins = match &team {
-            Some(t) => Some(Arc::new(user_sign_ins(t, &config, shared.as_ref())?)),
+            Some(t) => Some(Arc::new(user_sign_ins(
+                t,
+                &config,
+                shared.as_ref(),
+                &sign_in_key,
+            )?)),
             None => None,
         };
         let session = Arc::new(session_shared(
@@ -135,6 +146,7 @@ pub fn run(
                     .as_ref()
                     .map(|s| Arc::new(SharedFound::new(s.database.clone())));
                 team.sign_ins = sign_ins.clone();
+                team.browser = Browser::new(&team.config, &sign_in_key);
                 team.sessions_key = match &team.config.state {
                     Some(s) => Some(StateKey::load(&s.key_file)?.sessions_key()),
                     None => None,
@@ -316,14 +328,23 @@ fn user_sign_ins(
     team: &TeamConfig,
     config: &edgar_host::config::Config,
     shared: Option<&Shared>,
+    key: &[u8; 32],
 ) -> anyhow::Result<UserSignIns> {
-    let sealer = match &team.state {
-        Some(state) => Sealer::new(&StateKey::load(&state.key_file)?.sign_in_key()),
-        None => Sealer::random().context("cannot make the sign-in key")?,
-    };
+    let signs_in = config
+        .servers
+        .iter()
+        .find(|s| s.oauth.grant == Grant::UserSignIn);
+    if let Some(s) = signs_in
+        && team.browser_client.is_none()
+    {
+        bail!(
+            "'{}' is signed in to by each user (grant \"user_sign_in\"), so the gateway config must set \"browser_client\" (its client_id at the identity provider): a sign-in link can be forwarded, and only the user it was made for, shown by the company's sign-in in that browser, may finish it",
+            s.name
+        );
+    }
     Ok(UserSignIns::new(
         UserSignIns::callback_for(&team.resource),
-        sealer,
+        Sealer::new(key),
         shared.map(|s| s.tokens.clone()),
         config.servers.iter().cloned(),
     ))

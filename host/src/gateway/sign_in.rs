@@ -67,7 +67,22 @@ impl Gateway {
                     true,
                 ));
             }
-            match sign_ins.start(server, sub).await {
+            let started = match sign_ins.start(server, sub).await {
+                // The company's sign-in first, when the gateway checks who is at the
+                // browser (`browser_client`).
+                Ok(mut started) => match &team.browser {
+                    Some(b) => b
+                        .first_the_company(&started.url, sub, &started.id)
+                        .await
+                        .map(|url| {
+                            started.url = url;
+                            started
+                        }),
+                    None => Ok(started),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            match started {
                 Ok(started) => {
                     self.session
                         .audit("sign_in_asked", json!({"server": server, "id": started.id}));

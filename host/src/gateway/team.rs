@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+pub mod browser;
 pub mod config;
 pub mod introspect;
 pub mod limits;
@@ -62,6 +63,8 @@ pub struct Team {
     pub sign_ins: Option<Arc<crate::auth::mcp::user_sign_in::UserSignIns>>,
     /// Who a search asked to sign in to what already.
     pub asked: crate::gateway::sign_in::Asked,
+    /// Who is at the browser of a user's own sign-in (`browser_client`).
+    pub browser: Option<browser::Browser>,
 }
 
 impl Team {
@@ -87,6 +90,7 @@ impl Team {
             sessions_key: None,
             sign_ins: None,
             asked: Default::default(),
+            browser: None,
         })
     }
 

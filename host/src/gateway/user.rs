@@ -230,7 +230,9 @@ impl Gateway {
         {
             team.metrics
                 .call(server, tool_name, Outcome::ToolError, started.elapsed());
-            return self.sign_in_needed(team, caller, std::slice::from_ref(s)).await;
+            return self
+                .sign_in_needed(team, caller, std::slice::from_ref(s))
+                .await;
         }
         let result = super::reply_of(called);
         let outcome = match &result {

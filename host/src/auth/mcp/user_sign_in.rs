@@ -175,11 +175,16 @@ impl UserSignIns {
         Ok(Started { url, id })
     }
 
-    /// The browser came back with `query` (the callback's query string): the code
-    /// exchanged for the user's tokens, which are kept. Refused: a `state` this gateway
-    /// did not seal, or sealed longer than [`STATE_LIFETIME`] ago, or an authorization
-    /// server's error.
-    pub async fn finish(&self, query: &str) -> Result<Finished, AuthError> {
+    /// The browser came back with `query` (the callback's query string): once `proven`
+    /// accepts who the sign-in is for (`sub`, its id), the code is exchanged for the
+    /// user's tokens, which are kept. Refused: a `state` this gateway did not seal, or
+    /// sealed longer than [`STATE_LIFETIME`] ago, an authorization server's error, or
+    /// what `proven` refuses.
+    pub async fn finish(
+        &self,
+        query: &str,
+        proven: impl FnOnce(&str, &str) -> Result<(), AuthError>,
+    ) -> Result<Finished, AuthError> {
         let mut params: HashMap<String, String> = HashMap::new();
         for (k, v) in form_urlencoded::parse(query.as_bytes()) {
             params
@@ -209,6 +214,7 @@ impl UserSignIns {
                 STATE_LIFETIME / 60
             )));
         }
+        proven(&pending.sub, &pending.id)?;
         let code = params
             .get("code")
             .map(|c| Secret::new(c.clone()))

@@ -10,6 +10,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use super::{Body, Reply, status, with_body};
+use crate::auth::AuthError;
 use crate::gateway::Gateway;
 use crate::gateway::team::config::TeamConfig;
 use crate::gateway::team::{Team, metrics};
@@ -18,6 +19,8 @@ const METADATA: &str = "/.well-known/oauth-protected-resource";
 
 /// Where a user's browser comes back from an upstream's sign-in page.
 const CALLBACK_PATH: &str = crate::auth::mcp::user_sign_in::CALLBACK_PATH;
+/// Where it comes back from the company's sign-in first.
+const IDENTITY_PATH: &str = crate::gateway::team::browser::IDENTITY_PATH;
 
 /// The path MCP is served at: the resource URL's.
 pub fn mcp_path(config: &TeamConfig) -> String {
@@ -54,7 +57,13 @@ pub async fn respond(
             if req.method() != Method::GET {
                 return Some(status(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
             }
-            signed_in(team, req.uri().query().unwrap_or(""), gateway).await
+            signed_in(team, req, gateway).await
+        }
+        IDENTITY_PATH if team.sign_ins.is_some() => {
+            if req.method() != Method::GET {
+                return Some(status(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
+            }
+            identified(team, req.uri().query().unwrap_or("")).await
         }
         "/healthz" => status(StatusCode::OK, "ok"),
         "/readyz" => {
@@ -92,11 +101,26 @@ pub async fn respond(
 /// The browser back from a user's sign-in to an upstream (its `query`): finished, the
 /// tokens kept for that user and an audit line under their name; or why not. A page for
 /// a person, plain text, never stored or sent on as a referrer.
-async fn signed_in(team: &Team, query: &str, gateway: &Gateway) -> Reply {
+async fn signed_in(team: &Team, req: &Request<Body>, gateway: &Gateway) -> Reply {
     let Some(sign_ins) = &team.sign_ins else {
         return status(StatusCode::NOT_FOUND, "not found");
     };
-    let mut reply = match sign_ins.finish(query).await {
+    let query = req.uri().query().unwrap_or("");
+    let cookies = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    // Only the browser the company's sign-in showed to be the user's (when checked).
+    let proven = |sub: &str, id: &str| {
+        match &team.browser {
+        Some(b) if !b.proves(cookies, sub, id) => Err(AuthError::Redirect(
+            "this browser did not sign in to the company as the user this sign-in is for; ask your MCP client again, in your own browser".into(),
+        )),
+        _ => Ok(()),
+    }
+    };
+    let mut reply = match sign_ins.finish(query, proven).await {
         Ok(done) => {
             let line = || {
                 gateway.session.audit(
@@ -122,6 +146,51 @@ async fn signed_in(team: &Team, query: &str, gateway: &Gateway) -> Reply {
             )
         }
     };
+    private(&mut reply);
+    reply
+}
+
+/// The browser back from the company's sign-in: on to the upstream's sign-in page with
+/// the cookie that lets the callback keep the user's tokens; or why not.
+async fn identified(team: &Team, query: &str) -> Reply {
+    let Some(browser) = &team.browser else {
+        return status(StatusCode::NOT_FOUND, "not found");
+    };
+    let mut reply = match browser.identified(query, &team.verifier).await {
+        Ok((upstream, cookie)) => {
+            match (
+                HeaderValue::from_str(&upstream),
+                HeaderValue::from_str(&cookie),
+            ) {
+                (Ok(location), Ok(cookie)) => {
+                    let mut r = status(StatusCode::FOUND, "on to the server's sign-in page");
+                    r.headers_mut().insert(header::LOCATION, location);
+                    r.headers_mut().insert(header::SET_COOKIE, cookie);
+                    r
+                }
+                _ => status(
+                    StatusCode::BAD_REQUEST,
+                    "the sign-in link cannot be followed",
+                ),
+            }
+        }
+        Err(why) => {
+            tracing::info!("a sign-in's browser was not shown to be its user's: {why}");
+            status(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "The sign-in did not go on: {}",
+                    crate::text::shown_message(&why)
+                ),
+            )
+        }
+    };
+    private(&mut reply);
+    reply
+}
+
+/// A sign-in page: never stored, never sent on as a referrer, never sniffed.
+fn private(reply: &mut Reply) {
     for (name, value) in [
         (header::CACHE_CONTROL, "no-store"),
         (header::REFERRER_POLICY, "no-referrer"),
@@ -131,5 +200,4 @@ async fn signed_in(team: &Team, query: &str, gateway: &Gateway) -> Reply {
             .headers_mut()
             .insert(name, HeaderValue::from_static(value));
     }
-    reply
 }

@@ -49,6 +49,18 @@ struct File {
     state: Option<String>,
     #[serde(default)]
     state_key_file: Option<PathBuf>,
+    #[serde(default)]
+    browser_client: Option<BrowserClientFile>,
+}
+
+/// The gateway as a client of the company's identity provider, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrowserClientFile {
+    client_id: String,
+    /// The environment variable holding the client's secret (never the file).
+    #[serde(default)]
+    client_secret_env: Option<String>,
 }
 
 /// RFC 7662 introspection for opaque tokens, as written.
@@ -74,6 +86,24 @@ impl std::fmt::Debug for IntrospectionConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IntrospectionConfig")
             .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// The gateway as a client of the company's identity provider (OpenID Connect,
+/// authorization code with PKCE), to learn who is at the browser of a user's own
+/// sign-in to an upstream (`"grant": "user_sign_in"`) before it is kept for them.
+#[derive(Clone)]
+pub struct BrowserClient {
+    pub client_id: String,
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for BrowserClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserClient")
             .field("client_id", &self.client_id)
             .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
             .finish()
@@ -130,6 +160,10 @@ pub struct TeamConfig {
     pub introspection: Option<IntrospectionConfig>,
     /// Where replicas share their state; `None`: this machine's files.
     pub state: Option<SharedState>,
+    /// Who is at the browser of a user's own sign-in to an upstream is asked of the
+    /// identity provider as this client; required when a server's grant is
+    /// `user_sign_in`.
+    pub browser_client: Option<BrowserClient>,
 }
 
 /// The database replicas share, and the file holding the key they share.
@@ -217,6 +251,21 @@ impl TeamConfig {
                 })
             }
         };
+        let browser_client = match file.browser_client {
+            None => None,
+            Some(b) => {
+                let client_secret = match &b.client_secret_env {
+                    None => None,
+                    Some(var) => Some(std::env::var(var).map_err(|_| {
+                        format!("browser_client.client_secret_env names {var}, which is not set")
+                    })?),
+                };
+                Some(BrowserClient {
+                    client_id: b.client_id,
+                    client_secret,
+                })
+            }
+        };
         let absolute = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let state = match (file.state, file.state_key_file) {
             (None, None) => None,
@@ -254,6 +303,7 @@ impl TeamConfig {
             leeway_seconds: file.leeway_seconds.unwrap_or(DEFAULT_LEEWAY_SECONDS),
             introspection,
             state,
+            browser_client,
         })
     }
 

@@ -214,6 +214,40 @@ impl Verifier {
         Ok((principal, exp))
     }
 
+    /// The `sub` of an OpenID Connect ID token the issuer signed for `client_id` (the
+    /// gateway as a browser's client) with this `nonce`; or why it is not believed.
+    pub async fn id_token(
+        &self,
+        token: &str,
+        client_id: &str,
+        nonce: &str,
+    ) -> Result<String, Refusal> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| Refusal::Invalid(format!("not a JWT: {e}")))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(Refusal::Invalid(format!(
+                "signed with {:?}; accepted: RS256, ES256, EdDSA",
+                header.alg
+            )));
+        }
+        let key = self.key_for(header.kid.as_deref(), header.alg).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.leeway = self.leeway;
+        validation.validate_nbf = true;
+        validation.set_audience(&[client_id]);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .map_err(|e| Refusal::Invalid(reason(&e)))?;
+        if data.claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
+            return Err(Refusal::Invalid(
+                "the ID token is not the one this sign-in asked for (nonce)".into(),
+            ));
+        }
+        Ok(self.principal(&data.claims)?.sub)
+    }
+
     /// Refuses a principal without every required scope.
     fn scoped(&self, principal: &Principal) -> Result<(), Refusal> {
         let missing: Vec<String> = self

@@ -55,6 +55,10 @@ fn query(sealer: &Sealer, bound: &str, p: &Pending) -> String {
     format!("code=c&state={}", URL_SAFE_NO_PAD.encode(sealed))
 }
 
+fn anyone(_: &str, _: &str) -> Result<(), AuthError> {
+    Ok(())
+}
+
 fn refusal(got: Result<Finished, AuthError>) -> String {
     match got {
         Ok(f) => panic!("finished {f:?}"),
@@ -83,7 +87,7 @@ async fn a_callback_the_gateway_did_not_begin_finishes_nothing() {
         ),
     ];
     for (what, q) in cases {
-        let why = refusal(ours.finish(&q).await);
+        let why = refusal(ours.finish(&q, anyone).await);
         assert!(why.contains("not one the gateway made"), "{what}: {why}");
     }
     // One altered character anywhere in a good state.
@@ -92,7 +96,7 @@ async fn a_callback_the_gateway_did_not_begin_finishes_nothing() {
     let mut altered = good.clone().into_bytes();
     altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
     let altered = String::from_utf8(altered).unwrap_or_else(|e| panic!("{e}"));
-    let why = refusal(ours.finish(&altered).await);
+    let why = refusal(ours.finish(&altered, anyone).await);
     assert!(why.contains("not one the gateway made"), "{why}");
 }
 
@@ -100,12 +104,12 @@ async fn a_callback_the_gateway_did_not_begin_finishes_nothing() {
 async fn a_late_refused_or_foreign_sign_in_is_said_so() {
     let ours = sign_ins(key(1));
     let late = query(&key(1), BOUND, &pending("acct", crate::clock::now() - 1));
-    assert!(refusal(ours.finish(&late).await).contains("longer than 10 minutes"));
+    assert!(refusal(ours.finish(&late, anyone).await).contains("longer than 10 minutes"));
     let later = crate::clock::now() + 60;
     // A server that is not signed in to per user (no longer, or never).
     for server in ["shared", "gone"] {
         let q = query(&key(1), BOUND, &pending(server, later));
-        let why = refusal(ours.finish(&q).await);
+        let why = refusal(ours.finish(&q, anyone).await);
         assert!(
             why.contains("no longer signed in to per user"),
             "{server}: {why}"
@@ -115,13 +119,13 @@ async fn a_late_refused_or_foreign_sign_in_is_said_so() {
         "error=access_denied%0A&{}",
         query(&key(1), BOUND, &pending("acct", later))
     );
-    let why = refusal(ours.finish(&refused).await);
+    let why = refusal(ours.finish(&refused, anyone).await);
     assert!(
         why.contains("access_denied") && !why.contains('\n'),
         "{why}"
     );
     let no_code = query(&key(1), BOUND, &pending("acct", later)).replace("code=c&", "");
-    assert!(refusal(ours.finish(&no_code).await).contains("no code"));
+    assert!(refusal(ours.finish(&no_code, anyone).await).contains("no code"));
 }
 
 #[test]
@@ -189,4 +193,19 @@ async fn a_message_for_no_user_or_a_user_not_signed_in_carries_no_token() {
         shown.contains("acct") && shown.contains("callback"),
         "{shown}"
     );
+}
+
+#[tokio::test]
+async fn nothing_is_exchanged_for_a_browser_the_check_refuses() {
+    let ours = sign_ins(key(1));
+    let q = query(&key(1), BOUND, &pending("acct", crate::clock::now() + 60));
+    let mut asked = None;
+    let got = ours
+        .finish(&q, |sub, id| {
+            asked = Some((sub.to_owned(), id.to_owned()));
+            Err(AuthError::Redirect("not this browser".into()))
+        })
+        .await;
+    assert!(refusal(got).contains("not this browser"));
+    assert_eq!(asked, Some(("ada".into(), "0123456789abcdef".into())));
 }
