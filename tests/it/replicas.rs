@@ -11,7 +11,8 @@
 //! clear refusal (the gateway's "the call was not run" or the proxy's 502/503), never
 //! a hang; a replica said not ready while the database was away, and each recovered by
 //! itself; no replica or upstream process outlived the test. The other tests: shared
-//! pins, approvals and exchanged tokens; forged rows (discovery, pins, tokens moved to
+//! pins, approvals and exchanged tokens; a user's own upstream sign-in begun on one
+//! replica, its browser legs on two, used on a third started after; forged rows (discovery, pins, tokens moved to
 //! another user) not believed; an edited or cut shared trail caught by `verify`; TLS to
 //! the database, its certificate checked.
 
@@ -1041,4 +1042,103 @@ fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_die
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(setup);
+}
+
+#[test]
+fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_used_by_a_third() {
+    use crate::team_sign_in::{
+        User, World, browser_get, follow, port_and_path, sign_in_url, upstream,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let world = Arc::new(Mutex::new(World::default()));
+    let w = world.clone();
+    let acct = rt.block_on(crate::mcp_http_faults::FakeHttp::start(move |req| {
+        upstream(&w, req)
+    }));
+    let _ = crate::team_sign_in::lock(&world)
+        .base
+        .set(acct.url.trim_end_matches("/mcp").to_owned());
+    let url = acct.url.clone();
+    let s = Setup::with_servers(
+        "sign-in",
+        move |_, _| json!({"acct": {"url": url, "oauth": {"grant": "user_sign_in"}}}),
+    );
+    // The gateway as the company's browser client, and a policy for the upstream.
+    let text_of = std::fs::read_to_string(&s.config).unwrap_or_else(|e| panic!("{e}"));
+    let mut config: Value = serde_json::from_str(&text_of).unwrap_or_else(|e| panic!("{e}"));
+    config["browser_client"] =
+        json!({"client_id": "gw-browser", "client_secret_env": "TEST_BROWSER_SECRET"});
+    std::fs::write(&s.config, config.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        s.home.path().join("team.cedar"),
+        "permit(principal, action, resource in Server::\"acct\");",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id_key = Arc::new(Key::es256());
+    s.idp.rotate(vec![s.key.jwk("k1"), id_key.jwk("k2")]);
+    s.idp.sign_in_with(id_key, "k2");
+    let secret = Path::new(crate::team_gateway::BROWSER_SECRET);
+    let env = [("TEST_BROWSER_SECRET", secret)];
+    let ports = [free_port(), free_port(), free_port()];
+    let r0 = Replica::start_with(s.home.path(), &s.config, ports[0], 0, &env);
+    let r1 = Replica::start_with(s.home.path(), &s.config, ports[1], 1, &env);
+
+    // Asked on replica 0.
+    let ada = User::new(
+        &Client { port: ports[0] },
+        s.token("ada"),
+        json!({"elicitation": {"url": {}}}),
+    );
+    let search = json!({"name": "tool_search", "arguments": {"query": "echo"}});
+    let url = sign_in_url(&ada.rpc(1, "tools/call", search.clone()));
+    // Her browser: the company's sign-in, then the balancer sends it to replica 1, the
+    // upstream's sign-in, then to replica 0. Each link's state opens on any replica.
+    let (port, path) = port_and_path(&url);
+    let at_company = browser_get(port, &path, "ada", None);
+    let back = at_company
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    let identified = browser_get(ports[1], &path, "ada", None);
+    assert_eq!(identified.status, 302, "{}", identified.page);
+    let set = identified
+        .cookie
+        .clone()
+        .unwrap_or_else(|| panic!("no cookie"));
+    let cookie = set.split(';').next().unwrap_or_default().to_owned();
+    let at_upstream = follow(&identified, "ada", None);
+    let back = at_upstream
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    let done = browser_get(ports[0], &path, "ada", Some(&cookie));
+    assert_eq!(done.status, 200, "{}", done.page);
+
+    // Replica 2 started after it all, with nothing of hers in memory: her session, her
+    // search and her call work there, with her own token from the shared vault.
+    let r2 = Replica::start_with(s.home.path(), &s.config, ports[2], 2, &env);
+    let there = ada.at(ports[2]);
+    let found = text(&there.rpc(2, "tools/call", search));
+    assert!(found.contains("acct__echo"), "{found}");
+    assert_eq!(text(&there.call(3, "acct__echo", "hi")), "ada said hi");
+    assert_eq!(
+        s.pg.query("SELECT count(*) FROM edgar_tokens WHERE principal = 'ada'"),
+        "1"
+    );
+    assert_eq!(
+        s.pg.query(
+            "SELECT count(*) FROM edgar_tokens WHERE position('acct-token' in encode(sealed, 'escape')) > 0"
+        ),
+        "0",
+        "the sign-in is sealed, not stored in the clear"
+    );
+    for r in [r0, r1, r2] {
+        assert_eq!(r.stop(), Some(0));
+    }
 }

@@ -335,7 +335,7 @@ impl Idp {
             .unwrap_or(0)
     }
 
-    fn rotate(&self, jwks: Vec<Value>) {
+    pub(crate) fn rotate(&self, jwks: Vec<Value>) {
         if let Ok(mut k) = self.keys.lock() {
             *k = jwks;
         }

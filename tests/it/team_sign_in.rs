@@ -18,7 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::mcp_http_faults::{FakeHttp, Req, Resp};
-use crate::team_gateway::{Idp, Key, Team, claims, finish, tag, text};
+use crate::team_gateway::{Client, Idp, Key, Team, claims, finish, tag, text};
 
 const POLICY: &str = r#"
 // Engineers may do everything with the upstream, signing in included.
@@ -31,8 +31,8 @@ permit(principal, action in [Action::"list_tools", Action::"call_tool"], resourc
 
 /// The upstream and its own authorization server, on one loopback origin.
 #[derive(Default)]
-struct World {
-    base: OnceLock<String>,
+pub(crate) struct World {
+    pub(crate) base: OnceLock<String>,
     /// code -> (user, PKCE challenge, redirect URI); a code works once.
     codes: HashMap<String, (String, String, String)>,
     /// access token -> user.
@@ -42,7 +42,7 @@ struct World {
     registered: Vec<String>,
 }
 
-fn lock(w: &Mutex<World>) -> std::sync::MutexGuard<'_, World> {
+pub(crate) fn lock(w: &Mutex<World>) -> std::sync::MutexGuard<'_, World> {
     w.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -53,7 +53,7 @@ fn s256(verifier: &str) -> String {
     ))
 }
 
-fn upstream(world: &Arc<Mutex<World>>, req: &Req) -> Resp {
+pub(crate) fn upstream(world: &Arc<Mutex<World>>, req: &Req) -> Resp {
     let base = lock(world).base.get().cloned().unwrap_or_default();
     let path = req.path.split('?').next().unwrap_or("");
     let bad = |e: &str| Resp::Json(400, vec![], json!({"error": e}));
@@ -178,16 +178,16 @@ fn url_encode(s: &str) -> String {
 
 /// What a browser got for one GET: its status, the `Location` and `Set-Cookie` headers
 /// as sent, and the page.
-struct Got {
-    status: u16,
-    location: Option<String>,
-    cookie: Option<String>,
-    page: String,
+pub(crate) struct Got {
+    pub(crate) status: u16,
+    pub(crate) location: Option<String>,
+    pub(crate) cookie: Option<String>,
+    pub(crate) page: String,
 }
 
 /// One raw GET on loopback `port`, as `user`'s browser sends it (signed in at the
 /// identity provider and at the upstream as `user`, with `cookie` if it holds one).
-fn browser_get(port: u16, path: &str, user: &str, cookie: Option<&str>) -> Got {
+pub(crate) fn browser_get(port: u16, path: &str, user: &str, cookie: Option<&str>) -> Got {
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
@@ -224,7 +224,7 @@ fn browser_get(port: u16, path: &str, user: &str, cookie: Option<&str>) -> Got {
 }
 
 /// Follows a redirect `got` must be.
-fn follow(got: &Got, user: &str, cookie: Option<&str>) -> Got {
+pub(crate) fn follow(got: &Got, user: &str, cookie: Option<&str>) -> Got {
     assert_eq!(got.status, 302, "{}", got.page);
     let (port, path) = port_and_path(
         got.location
@@ -235,7 +235,7 @@ fn follow(got: &Got, user: &str, cookie: Option<&str>) -> Got {
 }
 
 /// Port and path-with-query of a loopback URL.
-fn port_and_path(url: &str) -> (u16, String) {
+pub(crate) fn port_and_path(url: &str) -> (u16, String) {
     let rest = url
         .strip_prefix("http://127.0.0.1:")
         .unwrap_or_else(|| panic!("{url}"));
@@ -247,14 +247,14 @@ fn port_and_path(url: &str) -> (u16, String) {
 }
 
 /// A client of the gateway that declared what `capabilities` say, in its own session.
-struct User<'a> {
-    team: &'a Team,
+pub(crate) struct User {
+    pub(crate) client: Client,
     token: String,
     session: String,
 }
 
-impl<'a> User<'a> {
-    fn new(team: &'a Team, token: String, capabilities: Value) -> User<'a> {
+impl User {
+    pub(crate) fn new(team: &Client, token: String, capabilities: Value) -> User {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "t", "version": "1"}}});
@@ -274,16 +274,25 @@ impl<'a> User<'a> {
             .session
             .unwrap_or_else(|| panic!("no session: {}", a.head));
         User {
-            team,
+            client: Client { port: team.port },
             token,
             session,
         }
     }
 
-    fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
+    /// The same user and session, reaching the gateway at `port` (another replica).
+    pub(crate) fn at(&self, port: u16) -> User {
+        User {
+            client: Client { port },
+            token: self.token.clone(),
+            session: self.session.clone(),
+        }
+    }
+
+    pub(crate) fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let auth = format!("Bearer {}", self.token);
-        let a = self.team.request(
+        let a = self.client.request(
             "POST",
             "/mcp",
             &[
@@ -304,7 +313,7 @@ impl<'a> User<'a> {
         found.unwrap_or_else(|| panic!("no answer to {method}: {} {}", a.status, a.body))
     }
 
-    fn call(&self, id: u64, name: &str, said: &str) -> Value {
+    pub(crate) fn call(&self, id: u64, name: &str, said: &str) -> Value {
         self.rpc(
             id,
             "tools/call",
@@ -314,7 +323,7 @@ impl<'a> User<'a> {
 }
 
 /// The one authorization URL of a -32042 answer.
-fn sign_in_url(m: &Value) -> String {
+pub(crate) fn sign_in_url(m: &Value) -> String {
     assert_eq!(m["error"]["code"], -32042, "{m}");
     let e = &m["error"]["data"]["elicitations"];
     assert_eq!(e.as_array().map(Vec::len), Some(1), "{m}");
