@@ -162,23 +162,36 @@ mod libc_flags {
 /// the returned file is dropped: read-modify-write of a shared file by several edgar
 /// processes.
 pub fn lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = open_lock_file(path)?;
+    lock_exclusive(&file, path)?;
+    Ok(file)
+}
+
+/// Opens (creating 0600 in a private directory) the file a lock is taken on, unlocked:
+/// for a writer that keeps it and locks it for each write ([`lock_exclusive`]).
+pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         create_private_dir(dir)?;
     }
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(path)?;
+        .open(path)
+}
+
+/// Takes an exclusive `flock` on `file` (opened from `path`, which errors name), waiting
+/// at most [`LOCK_WAIT`]; held until it is released or the file closed.
+pub fn lock_exclusive(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
     // Bounded: a process that holds the lock for ever (a stuck edgar, or another program
     // of the user's taking it on purpose) gets an error, never a hang.
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     let mut pause = std::time::Duration::from_millis(1);
     loop {
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(file),
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
             Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(std::time::Duration::from_millis(50));

@@ -14,7 +14,7 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -101,6 +101,40 @@ pub struct AuditLog {
     source: Option<KeySource>,
     key: Arc<OnceLock<Option<AuditKey>>>,
     shared: Option<Arc<dyn SharedTrail>>,
+    /// The trail's files, kept open from one line to the next.
+    files: Arc<Mutex<Kept>>,
+}
+
+/// The trail's files, kept open between lines: a gateway writes one per call, and
+/// opening three files (and making sure of the directory) per line cost a tenth of a
+/// proxied call. The lock file is locked for each line; the head and the trail are
+/// opened again when either is no longer the file at its path.
+#[derive(Default)]
+struct Kept {
+    lock: Option<std::fs::File>,
+    data: Option<Data>,
+}
+
+struct Data {
+    head: std::fs::File,
+    /// The head's length on disk when last read or written.
+    head_len: u64,
+    trail: std::fs::File,
+}
+
+impl Data {
+    /// Both files are still the ones at their paths in `dir` (neither deleted, renamed
+    /// away or replaced).
+    fn current(&self, dir: &Path) -> bool {
+        let same = |f: &std::fs::File, name: &str| match (
+            rustix::fs::fstat(f),
+            rustix::fs::stat(dir.join(name)),
+        ) {
+            (Ok(open), Ok(there)) => open.st_dev == there.st_dev && open.st_ino == there.st_ino,
+            _ => false,
+        };
+        same(&self.head, HEAD) && same(&self.trail, FILE)
+    }
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -120,6 +154,7 @@ impl AuditLog {
             source: None,
             key: Arc::new(OnceLock::new()),
             shared: None,
+            files: Arc::default(),
         }
     }
 
@@ -131,6 +166,7 @@ impl AuditLog {
             source: None,
             key: Arc::new(OnceLock::from(Some(key))),
             shared: Some(trail),
+            files: Arc::default(),
         }
     }
 
@@ -218,8 +254,65 @@ impl AuditLog {
         let file = self.path();
         let fail = |e: std::io::Error| TrustError::file(&file, e);
         let key = self.key(true).cloned();
-        let _lock = crate::paths::lock_file(&self.dir.join("audit.lock")).map_err(fail)?;
-        let (head_file, head) = self.open_head()?;
+        let lock_path = self.dir.join("audit.lock");
+        let mut kept = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = &mut *kept;
+        let lock = match &kept.lock {
+            Some(l) => l,
+            None => kept
+                .lock
+                .insert(crate::paths::open_lock_file(&lock_path).map_err(fail)?),
+        };
+        crate::paths::lock_exclusive(lock, &lock_path).map_err(fail)?;
+        let written = self.write_locked(&mut kept.data, &Event::now(event, fields), key);
+        let _ = rustix::fs::flock(lock, rustix::fs::FlockOperation::Unlock);
+        if written.is_err() {
+            // Opened afresh next time.
+            kept.data = None;
+        }
+        written
+    }
+
+    /// [`AuditLog::record`]'s line, the lock held: the head read, the line appended,
+    /// the head rewritten.
+    fn write_locked(
+        &self,
+        data: &mut Option<Data>,
+        event: &Event,
+        key: Option<AuditKey>,
+    ) -> Result<(), TrustError> {
+        let file = self.path();
+        let fail = |e: std::io::Error| TrustError::file(&file, e);
+        if data.as_ref().is_some_and(|d| !d.current(&self.dir)) {
+            *data = None;
+        }
+        let head = match data {
+            Some(d) => {
+                let (bytes, head) = self.head_at(&d.head)?;
+                d.head_len = bytes;
+                head
+            }
+            None => {
+                let (head_file, head) = self.open_head()?;
+                let head_len = head_file.metadata().map(|m| m.len()).unwrap_or(0);
+                use std::os::unix::fs::OpenOptionsExt;
+                let trail = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(&file)
+                    .map_err(fail)?;
+                *data = Some(Data {
+                    head: head_file,
+                    head_len,
+                    trail,
+                });
+                head
+            }
+        };
+        let Some(d) = data.as_mut() else {
+            return Err(TrustError::file(&file, "the trail is not open"));
+        };
         if key.is_none() && head.as_ref().is_some_and(|h| h.keyed) {
             return Err(TrustError::file(
                 &file,
@@ -230,17 +323,11 @@ impl AuditLog {
             Some(h) => (h.seq + 1, h.hash.clone()),
             None => (1, GENESIS.to_owned()),
         };
-        let (text, hash) = chain::link(seq, &prev, &Event::now(event, fields), key.as_ref());
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&file)
-                .map_err(fail)?;
-            f.write_all(format!("{text}\n").as_bytes()).map_err(fail)?;
-        }
+        let (mut text, hash) = chain::link(seq, &prev, event, key.as_ref());
+        text.push('\n');
+        // One write of the whole line to a file opened for appending: it lands at the
+        // end whatever another process wrote before it took the lock.
+        d.trail.write_all(text.as_bytes()).map_err(fail)?;
         let mut head = serde_json::to_vec(&Head {
             seq,
             hash,
@@ -255,8 +342,33 @@ impl AuditLog {
         let head_path = self.dir.join(HEAD);
         let fail_head = |e: std::io::Error| TrustError::file(&head_path, e);
         use std::os::unix::fs::FileExt;
-        head_file.write_all_at(&head, 0).map_err(fail_head)?;
-        head_file.set_len(head.len() as u64).map_err(fail_head)
+        d.head.write_all_at(&head, 0).map_err(fail_head)?;
+        // Cut only when it shrank (a truncation to the same length still costs ext4
+        // work on every line).
+        if (head.len() as u64) < d.head_len {
+            d.head.set_len(head.len() as u64).map_err(fail_head)?;
+        }
+        d.head_len = head.len() as u64;
+        Ok(())
+    }
+
+    /// What the open head file holds (and its length).
+    fn head_at(&self, file: &std::fs::File) -> Result<(u64, Option<Head>), TrustError> {
+        use std::os::unix::fs::FileExt;
+        let path = self.dir.join(HEAD);
+        let mut bytes = vec![0u8; MAX_HEAD_BYTES as usize + 1];
+        let mut got = 0;
+        loop {
+            let n = file
+                .read_at(&mut bytes[got..], got as u64)
+                .map_err(|e| TrustError::file(&path, e))?;
+            got += n;
+            if n == 0 || got == bytes.len() {
+                break;
+            }
+        }
+        bytes.truncate(got);
+        Ok((got as u64, parse_head(&path, &bytes)?))
     }
 
     /// The head file, open for rewriting (created when neither it nor the trail exists),

@@ -238,3 +238,35 @@ fn keyed_argument_digests_are_not_plain_hashes() {
     assert_ne!(k, sha256_hex(args));
     assert_ne!(k, keyed(d.path(), Some([8; 32])).digest(args));
 }
+
+#[test]
+fn writers_that_keep_their_files_open_still_keep_one_chain() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Two processes' trails on one directory (each keeps its own files open).
+    let (a, b) = (AuditLog::new(d.path()), AuditLog::new(d.path()));
+    for i in 0..6 {
+        let log = if i % 3 == 0 { &a } else { &b };
+        log.record("call", json!({"n": i}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(a.verify().unwrap_or_else(|e| panic!("{e}")), 6);
+    // The trail moved away (as a rotation would): the next line goes to the path, not
+    // to the moved file, and continues the chain the head names.
+    let moved = d.path().join("audit.jsonl.1");
+    std::fs::rename(a.path(), &moved).unwrap_or_else(|e| panic!("{e}"));
+    a.record("call", json!({"n": 6}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let left = std::fs::read_to_string(&moved).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(left.lines().count(), 6);
+    let now = lines(&a);
+    assert_eq!(now.len(), 1);
+    assert!(now[0].contains("\"seq\":7"), "{}", now[0]);
+    // The head replaced by a rename of a copy: read afresh, and the chain goes on.
+    let head = d.path().join(HEAD);
+    let copy = d.path().join("head.copy");
+    std::fs::copy(&head, &copy).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&copy, &head).unwrap_or_else(|e| panic!("{e}"));
+    b.record("call", json!({"n": 7}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(lines(&b)[1].contains("\"seq\":8"));
+}
