@@ -158,6 +158,8 @@ pub(crate) struct Listening {
     pub upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
     /// Servers' resource and prompt news, if the stream hears any.
     pub news: Option<news::Watch>,
+    /// Users' own sign-ins finished (`sign_in::Done`), for a session's standing stream.
+    pub signed_in: Option<tokio::sync::broadcast::Receiver<sign_in::Done>>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes
@@ -746,6 +748,7 @@ impl Gateway {
                 heard: self.session.news(),
                 subscription: Some(id.clone()),
             }),
+            signed_in: None,
         }
     }
 

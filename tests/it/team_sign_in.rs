@@ -289,6 +289,44 @@ impl User {
         }
     }
 
+    /// Opens the session's standing stream (GET) and waits, on a thread, for the first
+    /// `notifications/elicitation/complete` it carries (30 s at most).
+    fn hear_completion(&self) -> std::thread::JoinHandle<Option<Value>> {
+        let (port, token, session) = (self.client.port, self.token.clone(), self.session.clone());
+        let (opened, ready) = std::sync::mpsc::channel();
+        let heard = std::thread::spawn(move || {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+            write!(
+                stream,
+                "GET /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {token}\r\naccept: text/event-stream\r\nmcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n\r\n"
+            )
+            .ok()?;
+            let mut reader = std::io::BufReader::new(stream);
+            let mut line = String::new();
+            let mut told = false;
+            loop {
+                line.clear();
+                if std::io::BufRead::read_line(&mut reader, &mut line).ok()? == 0 {
+                    return None;
+                }
+                // The headers are in: the stream is open.
+                if !told && line == "\r\n" {
+                    told = true;
+                    let _ = opened.send(());
+                }
+                if let Some(data) = line.trim_end().strip_prefix("data: ")
+                    && let Ok(m) = serde_json::from_str::<Value>(data)
+                    && m["method"] == "notifications/elicitation/complete"
+                {
+                    return Some(m);
+                }
+            }
+        });
+        let _ = ready.recv_timeout(Duration::from_secs(30));
+        heard
+    }
+
     pub(crate) fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let auth = format!("Bearer {}", self.token);
@@ -519,8 +557,19 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         json!({"name": "tool_search", "arguments": {"query": "echo"}}),
     );
     assert!(text(&m).contains("acct__echo"), "{m}");
-    let url = sign_in_url(&bob.call(5, "acct__echo", "yo"));
+    let asked = bob.call(5, "acct__echo", "yo");
+    let url = sign_in_url(&asked);
+    // His session's standing stream hears that the elicitation is complete.
+    let hearing = bob.hear_completion();
     assert_eq!(sign_in_as("bob", &url).0.status, 200);
+    let heard = hearing
+        .join()
+        .unwrap_or_else(|_| panic!("the stream's reader failed"));
+    let id = &asked["error"]["data"]["elicitations"][0]["elicitationId"];
+    assert_eq!(
+        heard.map(|m| m["params"]["elicitationId"].clone()),
+        Some(id.clone())
+    );
     assert_eq!(text(&bob.call(6, "acct__echo", "yo")), "bob said yo");
     assert_eq!(text(&ada.call(7, "acct__echo", "again")), "ada said again");
 

@@ -712,6 +712,9 @@ impl Front {
         let everything = serde_json::json!({"notifications": {"toolsListChanged": true}});
         let mut l = self.gateway.listen(caller, &Value::Null, &everything);
         l.news = Some(self.gateway.session_news());
+        if let Auth::Team(team) = &self.auth {
+            l.signed_in = Some(team.signed_in.subscribe());
+        }
         let note = protocol::notification("notifications/tools/list_changed", Value::Null);
         self.changes(caller, None, Some(note), l)
     }
@@ -733,6 +736,7 @@ impl Front {
             mut grown,
             mut upstream,
             mut news,
+            mut signed_in,
             ..
         } = sources;
         let (who, mut stop) = (caller.key().to_owned(), self.stop.clone());
@@ -778,6 +782,25 @@ impl Front {
                             if body_tx.send(event(&m)).await.is_err() {
                                 return;
                             }
+                        }
+                        false
+                    },
+                    // This user's sign-in finished: the elicitation is complete.
+                    done = async {
+                        match signed_in.as_mut() {
+                            Some(rx) => rx.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        match done {
+                            Ok((sub, id)) if *sub == *who => {
+                                let note = crate::gateway::sign_in::completed(&id);
+                                if body_tx.send(event(&note)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Err(RecvError::Closed) => signed_in = None,
+                            _ => {}
                         }
                         false
                     },

@@ -65,6 +65,8 @@ pub struct Team {
     pub asked: crate::gateway::sign_in::Asked,
     /// Who is at the browser of a user's own sign-in (`browser_client`).
     pub browser: Option<browser::Browser>,
+    /// Sign-ins finished at this replica's callback, for their users' standing streams.
+    pub signed_in: tokio::sync::broadcast::Sender<crate::gateway::sign_in::Done>,
 }
 
 impl Team {
@@ -91,6 +93,7 @@ impl Team {
             sign_ins: None,
             asked: Default::default(),
             browser: None,
+            signed_in: crate::gateway::sign_in::done_channel(),
         })
     }
 
