@@ -190,6 +190,16 @@ impl Verifier {
             let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
             return Ok((principal, exp));
         }
+        let claims = self.signed_claims(token, &self.audience).await?;
+        let principal = self.principal(&claims)?;
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        self.scoped(&principal)?;
+        Ok((principal, exp))
+    }
+
+    /// The claims of a JWT the issuer signed for `audience`: an allowed algorithm, the
+    /// key its `kid` names, `iss`, `aud`, `exp` and `nbf` within the leeway, and a `sub`.
+    async fn signed_claims(&self, token: &str, audience: &str) -> Result<Value, Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Refusal::Invalid(format!("not a JWT: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
@@ -203,15 +213,12 @@ impl Verifier {
         validation.algorithms = vec![header.alg];
         validation.leeway = self.leeway;
         validation.validate_nbf = true;
-        validation.set_audience(&[&self.audience]);
+        validation.set_audience(&[audience]);
         validation.set_issuer(&[&self.issuer]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let data = jsonwebtoken::decode::<Value>(token, &key, &validation)
-            .map_err(|e| Refusal::Invalid(reason(&e)))?;
-        let principal = self.principal(&data.claims)?;
-        let exp = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
-        self.scoped(&principal)?;
-        Ok((principal, exp))
+        jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| Refusal::Invalid(reason(&e)))
     }
 
     /// The `sub` of an OpenID Connect ID token the issuer signed for `client_id` (the
@@ -222,30 +229,13 @@ impl Verifier {
         client_id: &str,
         nonce: &str,
     ) -> Result<String, Refusal> {
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| Refusal::Invalid(format!("not a JWT: {e}")))?;
-        if !ALGORITHMS.contains(&header.alg) {
-            return Err(Refusal::Invalid(format!(
-                "signed with {:?}; accepted: RS256, ES256, EdDSA",
-                header.alg
-            )));
-        }
-        let key = self.key_for(header.kid.as_deref(), header.alg).await?;
-        let mut validation = Validation::new(header.alg);
-        validation.algorithms = vec![header.alg];
-        validation.leeway = self.leeway;
-        validation.validate_nbf = true;
-        validation.set_audience(&[client_id]);
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let data = jsonwebtoken::decode::<Value>(token, &key, &validation)
-            .map_err(|e| Refusal::Invalid(reason(&e)))?;
-        if data.claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
+        let claims = self.signed_claims(token, client_id).await?;
+        if claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
             return Err(Refusal::Invalid(
                 "the ID token is not the one this sign-in asked for (nonce)".into(),
             ));
         }
-        Ok(self.principal(&data.claims)?.sub)
+        Ok(self.principal(&claims)?.sub)
     }
 
     /// Refuses a principal without every required scope.
