@@ -572,6 +572,8 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
     );
     assert_eq!(text(&bob.call(6, "acct__echo", "yo")), "bob said yo");
     assert_eq!(text(&ada.call(7, "acct__echo", "again")), "ada said again");
+    // One client registered for everyone, not one per user.
+    assert_eq!(lock(&world).registered.len(), 1);
 
     // Carol may call it but not sign in: told so, no URL.
     let carol = User::new(&team, token("carol", "readers"), url_mode);

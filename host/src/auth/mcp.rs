@@ -127,6 +127,17 @@ impl McpAuth {
         })
     }
 
+    /// Takes `client` (one registered for another user of the same server, with the
+    /// same redirect URI) when it has none yet, so each user's sign-in does not register
+    /// one of its own.
+    pub async fn adopt_client(&self, client: Option<Client>) {
+        let mut st = self.state.lock().await;
+        self.load(&mut st).await;
+        if st.client.is_none() {
+            st.client = client;
+        }
+    }
+
     /// Serializes refreshes across edgar processes with a lock file in `dir`: servers
     /// that rotate refresh tokens revoke the whole family when an old one is reused.
     pub fn with_lock_dir(mut self, dir: Option<PathBuf>) -> McpAuth {

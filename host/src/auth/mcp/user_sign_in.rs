@@ -128,6 +128,7 @@ impl UserSignIns {
                         vault: self.vault.clone(),
                         users: Mutex::new(HashMap::new()),
                         challenge: Mutex::new(None),
+                        client: Mutex::new(None),
                     })
                 })
                 .clone(),
@@ -156,7 +157,15 @@ impl UserSignIns {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let client = signs_in
+            .client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        auth.adopt_client(client).await;
         let (mut url, begun) = auth.begin(challenge.as_ref(), &self.callback).await?;
+        // The next user's sign-in is this client too (registered once, not per user).
+        *signs_in.client.lock().unwrap_or_else(|p| p.into_inner()) = Some(begun.client.clone());
         let id = crate::digest::hex(&random::<16>()?);
         let pending = Pending {
             server: server.to_owned(),
@@ -266,6 +275,8 @@ pub struct UserSignIn {
     users: Mutex<HashMap<String, Arc<McpAuth>>>,
     /// What the server said when it last refused (where its metadata is).
     challenge: Mutex<Option<Challenge>>,
+    /// The client the last sign-in began as, which the next user's begins as too.
+    client: Mutex<Option<super::token::Client>>,
 }
 
 impl UserSignIn {
