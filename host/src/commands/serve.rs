@@ -118,13 +118,11 @@ pub fn run(
             Some(state) => StateKey::load(&state.key_file)?.sign_in_key(),
             None => edgar_host::seal::random_key().context("cannot make the sign-in key")?,
         };
+        // (Only when a server is signed in to so: else no sign-in route is served.)
         let sign_ins = match &team {
-            Some(t) => Some(Arc::new(user_sign_ins(
-                t,
-                &config,
-                shared.as_ref(),
-                &sign_in_key,
-            )?)),
+            Some(t) => Some(user_sign_ins(t, &config, shared.as_ref(), &sign_in_key)?)
+                .filter(|s| !s.is_empty())
+                .map(Arc::new),
             None => None,
         };
         let session = Arc::new(session_shared(

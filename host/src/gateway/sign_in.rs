@@ -138,15 +138,19 @@ impl Gateway {
             return Vec::new();
         }
         let mut wanted = Vec::new();
-        for status in self.session.status() {
-            let name = status.name;
+        // Only these servers' states are read (from small cache files), none other's.
+        for name in sign_ins.servers() {
+            let Some(status) = self.session.status_of(name) else {
+                continue;
+            };
             let unknown = matches!(
                 status.state,
                 ServerState::NeverStarted | ServerState::NeedsLogin
             );
-            if !unknown || !sign_ins.signs_in(&name) {
+            if !unknown {
                 continue;
             }
+            let name = name.to_owned();
             let target = Target::SignIn { server: &name };
             if !self.permits_on(caller, Action::SignIn, target).allowed()
                 || sign_ins.signed_in(&name, &user.principal.sub).await

@@ -426,27 +426,31 @@ impl SessionInner {
 
     /// Every server's state. Reads only small cache files; starts nothing.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.servers
-            .iter()
-            .map(|s| {
-                let state = match s.state.try_lock().as_deref() {
-                    Ok(State::Running(r)) => ServerState::Running {
-                        tools: r.tools().len(),
-                        quarantined: s.quarantined().len(),
-                    },
-                    Ok(State::Failed(reason)) => ServerState::Failed {
-                        reason: reason.clone(),
-                        retry_at: None,
-                    },
-                    _ => self.stored_state(s),
-                };
-                ServerStatus {
-                    name: s.spec.name.clone(),
-                    kind: s.spec.transport.kind(),
-                    state,
-                }
-            })
-            .collect()
+        self.servers.iter().map(|s| self.status_one(s)).collect()
+    }
+
+    /// One server's state (as `status` gives it), if it is configured.
+    pub fn status_of(&self, name: &str) -> Option<ServerStatus> {
+        self.server(name).ok().map(|s| self.status_one(s))
+    }
+
+    fn status_one(&self, s: &Server) -> ServerStatus {
+        let state = match s.state.try_lock().as_deref() {
+            Ok(State::Running(r)) => ServerState::Running {
+                tools: r.tools().len(),
+                quarantined: s.quarantined().len(),
+            },
+            Ok(State::Failed(reason)) => ServerState::Failed {
+                reason: reason.clone(),
+                retry_at: None,
+            },
+            _ => self.stored_state(s),
+        };
+        ServerStatus {
+            name: s.spec.name.clone(),
+            kind: s.spec.transport.kind(),
+            state,
+        }
     }
 
     fn stored_state(&self, s: &Server) -> ServerState {

@@ -111,6 +111,16 @@ impl UserSignIns {
         format!("{}{CALLBACK_PATH}", resource.origin().ascii_serialization())
     }
 
+    /// The servers signed in to per user here, by name.
+    pub fn servers(&self) -> impl Iterator<Item = &str> {
+        self.specs.keys().map(String::as_str)
+    }
+
+    /// Whether no server is signed in to per user here.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
     /// Whether `server` is signed in to per user here.
     pub fn signs_in(&self, server: &str) -> bool {
         self.specs.contains_key(server)
