@@ -158,8 +158,8 @@ pub(crate) struct Listening {
     pub upstream: Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
     /// Servers' resource and prompt news, if the stream hears any.
     pub news: Option<news::Watch>,
-    /// Users' own sign-ins finished (`sign_in::Done`), for a session's standing stream.
-    pub signed_in: Option<tokio::sync::broadcast::Receiver<sign_in::Done>>,
+    /// Users' own sign-ins finished (`team::SignedIn`), for a session's standing stream.
+    pub signed_in: Option<tokio::sync::broadcast::Receiver<team::SignedIn>>,
 }
 
 /// Above this many tools a client may refuse or truncate the list (OpenAI's API takes

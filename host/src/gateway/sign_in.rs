@@ -6,9 +6,6 @@
 //! given the URL (a model never sees it), and only a user the policy lets `sign_in`.
 //! The gateway's callback (`http/team_routes.rs`) finishes it; the client then asks again.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
-
 use serde_json::json;
 
 use super::questions::DECLARED;
@@ -20,40 +17,12 @@ use crate::mcp::client::ServerState;
 /// URL-mode elicitation required (MCP 2025-11-25).
 pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
-/// Users and servers a search has asked to sign in already, at most this many: a
-/// search asks once, then goes on without the server (a call still asks).
-const MAX_ASKED: usize = 10_000;
-
-/// A user's sign-in finished at the callback: whose (`sub`) and its elicitation id,
-/// told to their sessions' standing streams as `notifications/elicitation/complete`.
-pub type Done = (Arc<str>, Arc<str>);
-
-/// Where finished sign-ins are told (no receiver: nobody is listening).
-pub fn done_channel() -> tokio::sync::broadcast::Sender<Done> {
-    tokio::sync::broadcast::channel(64).0
-}
-
 /// The notification that elicitation `id` is complete (MCP 2025-11-25).
 pub fn completed(id: &str) -> Vec<u8> {
     crate::mcp::protocol::notification(
         "notifications/elicitation/complete",
         json!({ "elicitationId": id }),
     )
-}
-
-/// Who was asked to sign in to what by a search.
-#[derive(Default)]
-pub struct Asked(Mutex<HashSet<(String, String)>>);
-
-impl Asked {
-    /// `true` the first time for `user` and `server`.
-    fn first(&self, user: &str, server: &str) -> bool {
-        let mut asked = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if asked.len() >= MAX_ASKED {
-            asked.clear();
-        }
-        asked.insert((user.to_owned(), server.to_owned()))
-    }
 }
 
 impl Gateway {

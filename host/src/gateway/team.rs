@@ -43,6 +43,29 @@ pub enum TeamError {
     State(#[from] crate::state::StateError),
 }
 
+/// Users and servers a search has asked to sign in already, at most this many: a
+/// search asks once, then goes on without the server (a call still asks).
+const MAX_ASKED: usize = 10_000;
+
+/// A user's sign-in finished at the callback: whose (`sub`) and its elicitation id,
+/// told to their sessions' standing streams.
+pub type SignedIn = (Arc<str>, Arc<str>);
+
+/// Who a search asked to sign in to what.
+#[derive(Default)]
+pub struct Asked(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
+
+impl Asked {
+    /// `true` the first time for `user` and `server`.
+    pub fn first(&self, user: &str, server: &str) -> bool {
+        let mut asked = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if asked.len() >= MAX_ASKED {
+            asked.clear();
+        }
+        asked.insert((user.to_owned(), server.to_owned()))
+    }
+}
+
 /// Everything the team gateway decides with, shared by every request.
 pub struct Team {
     pub config: TeamConfig,
@@ -62,11 +85,11 @@ pub struct Team {
     /// (`"grant": "user_sign_in"`), and the callback that finishes them.
     pub sign_ins: Option<Arc<crate::auth::mcp::user_sign_in::UserSignIns>>,
     /// Who a search asked to sign in to what already.
-    pub asked: crate::gateway::sign_in::Asked,
+    pub asked: Asked,
     /// Who is at the browser of a user's own sign-in (`browser_client`).
     pub browser: Option<browser::Browser>,
     /// Sign-ins finished at this replica's callback, for their users' standing streams.
-    pub signed_in: tokio::sync::broadcast::Sender<crate::gateway::sign_in::Done>,
+    pub signed_in: tokio::sync::broadcast::Sender<SignedIn>,
 }
 
 impl Team {
@@ -93,7 +116,7 @@ impl Team {
             sign_ins: None,
             asked: Default::default(),
             browser: None,
-            signed_in: crate::gateway::sign_in::done_channel(),
+            signed_in: tokio::sync::broadcast::channel(64).0,
         })
     }
 
