@@ -11,6 +11,7 @@ mod artifact;
 mod bindings;
 pub(crate) mod check;
 pub mod context;
+mod cpu_clock;
 mod engine;
 pub mod findings;
 pub mod kit;
@@ -43,7 +44,8 @@ pub fn compile_schema(schema: &serde_json::Value) -> Result<jsonschema::Validato
 /// Most memory one adapter instance may use; the reference adapter needs about three
 /// times the size of the JSON it parses.
 pub const GUARD_MEMORY_BYTES: usize = 64 << 20;
-/// Longest one adapter call may run before it is interrupted.
+/// Most CPU time one adapter call may use before it is interrupted (a starved call is
+/// cut at four times this on the wall clock; see `cpu_clock`).
 pub const GUARD_DEADLINE: Duration = Duration::from_secs(1);
 /// Longest one server's whole `tools/list` may keep an adapter busy: the per-call
 /// deadline alone would let 10,000 slow tools hold a thread for hours. The reference
@@ -789,20 +791,19 @@ impl<'a> Session<'a> {
         self.batch_ends.is_some_and(|ends| Instant::now() >= ends)
     }
 
-    /// Epoch ticks the next call may run: the per-call deadline, or less when the
-    /// batch has less left (then `true`).
-    fn ticks(&self) -> (u64, bool) {
-        let call = engine::deadline_ticks();
+    /// The time the next call may run: the per-call deadline, or less when the batch
+    /// has less left (then `true`).
+    fn limit(&self) -> (Duration, bool) {
         match self.batch_ends {
             Some(ends) => {
-                let left = engine::ticks(ends.saturating_duration_since(Instant::now()));
-                if left < call {
+                let left = ends.saturating_duration_since(Instant::now());
+                if left < GUARD_DEADLINE {
                     (left, true)
                 } else {
-                    (call, false)
+                    (GUARD_DEADLINE, false)
                 }
             }
-            None => (call, false),
+            None => (GUARD_DEADLINE, false),
         }
     }
 
@@ -813,7 +814,7 @@ impl<'a> Session<'a> {
         subject: &Subject,
         f: impl FnOnce(&Instance, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, GuardError> {
-        let (ticks, cut) = self.ticks();
+        let (limit, cut) = self.limit();
         let failure = |e: &wasmtime::Error| {
             if cut
                 && matches!(
@@ -831,7 +832,7 @@ impl<'a> Session<'a> {
         };
         if self.live.is_none() {
             let mut store = sandbox::store(self.adapter.pre.engine());
-            store.set_epoch_deadline(ticks);
+            sandbox::start_clock(&mut store, limit);
             let instance =
                 self.adapter
                     .pre
@@ -848,7 +849,7 @@ impl<'a> Session<'a> {
                 reason: "no instance".into(),
             });
         };
-        store.set_epoch_deadline(ticks);
+        sandbox::start_clock(store, limit);
         let result = f(instance, store);
         self.adapter
             .peak_memory

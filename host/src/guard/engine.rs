@@ -46,11 +46,6 @@ pub(super) fn engine() -> Result<&'static Engine, String> {
         .map_err(Clone::clone)
 }
 
-/// Epoch ticks in [`GUARD_DEADLINE`].
-pub(super) fn deadline_ticks() -> u64 {
-    ticks(GUARD_DEADLINE)
-}
-
 /// Epoch ticks in `d`, at least one.
 pub(super) fn ticks(d: Duration) -> u64 {
     u64::try_from(d.as_millis() / EPOCH_TICK.as_millis())
@@ -147,7 +142,7 @@ pub(super) fn instantiate_pre(
             let adapter = AdapterPre::Previous { pre, funcs };
             let _ticking = Ticking::start();
             let mut store = sandbox::store(engine);
-            store.set_epoch_deadline(deadline_ticks());
+            sandbox::start_clock(&mut store, GUARD_DEADLINE);
             adapter
                 .instantiate(&mut store)
                 .and_then(|instance| instance.check_types(&store))

@@ -15,6 +15,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
+use super::GUARD_DEADLINE;
+use super::cpu_clock::CallClock;
 use super::limits::{MAX_HOST_RESOURCES, StoreBudget};
 
 /// Bytes of a guest's stdout and of its stderr kept for the log; the rest is counted.
@@ -27,6 +29,7 @@ pub struct HostState {
     budget: StoreBudget,
     stdout: BoundedSink,
     stderr: BoundedSink,
+    clock: CallClock,
 }
 
 impl WasiView for HostState {
@@ -71,11 +74,20 @@ pub(super) fn store(engine: &Engine) -> Store<HostState> {
             budget: StoreBudget::default(),
             stdout,
             stderr,
+            clock: CallClock::start(GUARD_DEADLINE),
         },
     );
     store.limiter(|s| &mut s.budget);
-    store.epoch_deadline_trap();
+    store.epoch_deadline_callback(|ctx| Ok(ctx.data().clock.on_deadline()));
     store
+}
+
+/// Starts the clock of the next guest call on `store`: `limit` of the calling thread's
+/// CPU time (see [`super::cpu_clock`]).
+pub(super) fn start_clock(store: &mut Store<HostState>, limit: Duration) {
+    let clock = CallClock::start(limit);
+    store.set_epoch_deadline(clock.first_ticks());
+    store.data_mut().clock = clock;
 }
 
 /// Logs and clears whatever the guest printed during the last call.
