@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use rustix::time::{ClockId, clock_gettime};
 use wasmtime::UpdateDeadline;
 
-use super::engine;
+/// How often the epoch advances while guests run; the deadline overshoots by at most this.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// How many times its limit a call may take by the wall clock before it is cut anyway.
 pub(super) const WALL_SLACK: u32 = 4;
@@ -35,7 +36,7 @@ impl CallClock {
 
     /// Epoch ticks until the first check: the limit, on the wall clock.
     pub(super) fn first_ticks(&self) -> u64 {
-        engine::ticks(self.limit)
+        ticks(self.limit)
     }
 
     /// Called when the wall-clock deadline passes: stop the guest if it has used its
@@ -50,9 +51,16 @@ impl CallClock {
         if cpu >= self.limit || wall >= self.limit.saturating_mul(WALL_SLACK) {
             UpdateDeadline::Interrupt
         } else {
-            UpdateDeadline::Continue(engine::ticks(self.limit - cpu))
+            UpdateDeadline::Continue(ticks(self.limit - cpu))
         }
     }
+}
+
+/// Epoch ticks in `d`, at least one.
+fn ticks(d: Duration) -> u64 {
+    u64::try_from(d.as_millis() / EPOCH_TICK.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// CPU time this thread has used.
@@ -98,7 +106,7 @@ mod tests {
         let c = clock(1000);
         // 300 ms of CPU in a second of wall time: 700 ms left, 70 ticks of 10 ms.
         match c.decide(ms(800), ms(1000)) {
-            UpdateDeadline::Continue(ticks) => assert_eq!(ticks, engine::ticks(ms(700))),
+            UpdateDeadline::Continue(n) => assert_eq!(n, ticks(ms(700))),
             _ => panic!("a starved guest was stopped"),
         }
     }

@@ -4,18 +4,16 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::{self, Thread};
-use std::time::Duration;
 
 use wasmtime::component::{Component, Linker, ResourceTableError};
 use wasmtime::{Config, Engine, OptLevel, Trap};
 
 use super::GUARD_DEADLINE;
 use super::bindings::{ADAPTER_EXPORT, AdapterPre, PREVIOUS_EXPORT, Version};
+use super::cpu_clock::EPOCH_TICK;
 use super::limits::{LimitExceeded, MAX_HOST_RESOURCES};
 use super::sandbox::{self, HostState};
 
-/// How often the epoch advances while guests run; the deadline overshoots by at most this.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// A guest's native stack; deep recursion traps instead of overflowing the host.
 const GUEST_STACK_BYTES: usize = 512 << 10;
 
@@ -44,13 +42,6 @@ pub(super) fn engine() -> Result<&'static Engine, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
-}
-
-/// Epoch ticks in `d`, at least one.
-pub(super) fn ticks(d: Duration) -> u64 {
-    u64::try_from(d.as_millis() / EPOCH_TICK.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
 }
 
 /// Advances the epoch every [`EPOCH_TICK`] while any session is active and parks
