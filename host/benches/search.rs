@@ -44,7 +44,7 @@ fn main() {
     let bundled = Encoder::bundled(Some(&kept)).unwrap_or_else(|e| panic!("{e}"));
     let bundled_load = t.elapsed();
     encoders.push(Measured::new(
-        "bundled paraphrase-MiniLM-L3-v2 (4-bit)",
+        "bundled all-MiniLM-L6-v2 (4-bit)",
         bundled,
         bundled_load,
         &corpus,

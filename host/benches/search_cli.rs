@@ -31,7 +31,7 @@ fn main() {
     let none = home.path().join("no-model").into_os_string();
     let mut rows = vec![
         ("by words only", none.clone(), "words"),
-        ("bundled paraphrase-MiniLM-L3-v2, fused", none, "auto"),
+        ("bundled all-MiniLM-L6-v2 (4-bit), fused", none, "auto"),
     ];
     if let Some(m) = model {
         rows.push(("installed all-MiniLM-L6-v2, fused", m, "auto"));

