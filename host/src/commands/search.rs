@@ -103,7 +103,7 @@ pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {
                 }
                 semantic::Choice::Bundled(why) => {
                     println!(
-                        "in use: {}, bundled (6 layers, 4-bit, in the binary), since {why}",
+                        "in use: {}, bundled (6 layers, in the binary), since {why}",
                         semantic::BUNDLED_NAME
                     );
                     if let Some(dir) = semantic::model_dir().filter(|d| d.exists()) {
