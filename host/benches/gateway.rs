@@ -267,35 +267,34 @@ fn main() {
     direct.call("current_time", json!({}));
     relayed.call("current_time", json!({}));
     gw.call("s0__current_time", json!({}));
-    let (mut d, mut r, mut g) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut d, mut r, mut g) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..CALLS {
         let t = Instant::now();
         direct.call("current_time", json!({}));
-        d += t.elapsed();
+        d.push(t.elapsed());
         let t = Instant::now();
         relayed.call("current_time", json!({}));
-        r += t.elapsed();
+        r.push(t.elapsed());
         let t = Instant::now();
         gw.call("s0__current_time", json!({}));
-        g += t.elapsed();
+        g.push(t.elapsed());
     }
     drop(relayed);
-    let per = |t: Duration| t.as_secs_f64() * 1e6 / CALLS as f64;
-    let ratio = |t: Duration| t.as_secs_f64() / d.as_secs_f64();
+    let (d, r, g) = (Spread::of(d), Spread::of(r), Spread::of(g));
     println!(
-        "| stdio `tools/call` `current_time`, {CALLS} sequential | per call | against direct |"
+        "| stdio `tools/call` `current_time`, {CALLS} sequential, interleaved | median | p90 | median against direct |"
     );
-    println!("|---|---|---|");
-    println!("| the example server directly | {:.1} µs | 1x |", per(d));
+    println!("|---|---|---|---|");
+    println!("| the example server directly | {} | 1x |", d.cells());
     println!(
-        "| through a relay that only copies lines (the floor of any stdio proxy) | {:.1} µs | {:.2}x |",
-        per(r),
-        ratio(r)
+        "| through a relay that only copies lines (the floor of any stdio proxy) | {} | {:.2}x |",
+        r.cells(),
+        r.against(&d)
     );
     println!(
-        "| through `edgar mcp serve` (validate, call, guard, audit, re-encode) | {:.1} µs | {:.2}x |",
-        per(g),
-        ratio(g)
+        "| through `edgar mcp serve` (validate, call, guard, audit, re-encode) | {} | {:.2}x |",
+        g.cells(),
+        g.against(&d)
     );
     println!();
 
@@ -310,7 +309,7 @@ fn main() {
         json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}});
     let read = json!({"uri": "test://static-text"});
     println!(
-        "| {CALLS} sequential, stdio | the example server directly | through `edgar mcp serve --transparent` | ratio |"
+        "| {CALLS} sequential, interleaved, stdio (median / p90) | the example server directly | through `edgar mcp serve --transparent` | median ratio |"
     );
     println!("|---|---|---|---|");
     for (method, params) in [("prompts/get", get), ("resources/read", read)] {
@@ -318,21 +317,49 @@ fn main() {
             let v = peer.request(method, params.clone());
             assert!(v.get("result").is_some(), "{method}: {v}");
         }
-        let (mut d, mut g) = (Duration::ZERO, Duration::ZERO);
+        let (mut d, mut g) = (Vec::new(), Vec::new());
         for _ in 0..CALLS {
             let t = Instant::now();
             direct.request(method, params.clone());
-            d += t.elapsed();
+            d.push(t.elapsed());
             let t = Instant::now();
             tr.request(method, params.clone());
-            g += t.elapsed();
+            g.push(t.elapsed());
         }
+        let (d, g) = (Spread::of(d), Spread::of(g));
         println!(
-            "| `{method}` | {:.1} µs | {:.1} µs | {:.2}x |",
-            per(d),
-            per(g),
-            g.as_secs_f64() / d.as_secs_f64()
+            "| `{method}` | {} | {} | {:.2}x |",
+            d.cells().replace(" | ", " / "),
+            g.cells().replace(" | ", " / "),
+            g.against(&d)
         );
+    }
+}
+
+/// The median and 90th percentile of a run of call times: a loaded machine's rare long
+/// pauses move a mean more than they say about the call.
+struct Spread {
+    median: Duration,
+    p90: Duration,
+}
+
+impl Spread {
+    fn of(mut times: Vec<Duration>) -> Spread {
+        times.sort();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+        Spread {
+            median: at(0.5),
+            p90: at(0.9),
+        }
+    }
+
+    fn cells(&self) -> String {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        format!("{:.1} µs | {:.1} µs", us(self.median), us(self.p90))
+    }
+
+    fn against(&self, direct: &Spread) -> f64 {
+        self.median.as_secs_f64() / direct.median.as_secs_f64()
     }
 }
 
