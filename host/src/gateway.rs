@@ -333,12 +333,19 @@ impl Gateway {
                 let mut running = lock(running);
                 let task = tokio::spawn(async move {
                     let answer = me.answer(&Caller::Local, &id, &method, params, &tx2);
-                    let reply = match asker {
-                        Some(asker) => ASKER.scope(asker, answer).await,
-                        None => answer.await,
+                    let answer = async move {
+                        match asker {
+                            Some(asker) => ASKER.scope(asker, answer).await,
+                            None => answer.await,
+                        }
                     };
+                    // The request's audit lines are written once its answer is out.
+                    let (reply, lines) = crate::trust::audit::deferring(answer).await;
                     lock(&running2).remove(&key2);
                     let _ = tx2.send(reply).await;
+                    // The writer goes first (woken from here, it would run after this).
+                    tokio::task::yield_now().await;
+                    drop(lines);
                 });
                 running.insert(key, task.abort_handle());
             }
@@ -663,7 +670,7 @@ impl Gateway {
                     return Err((INVALID_PARAMS, "tool_search needs a query".into()).into());
                 };
                 let user = caller.key();
-                let before = self.search.found_by(user).len();
+                let before = self.search.found_count(user);
                 let allowed =
                     |t: &SanitizedTool| self.permits(caller, Action::ListTools, t).allowed();
                 let scope = search_tool::Scope {
@@ -681,7 +688,7 @@ impl Gateway {
                 }
                 let names = reply.tools.iter().map(|t| t.name.clone()).collect();
                 self.share_found(caller, names).await;
-                if self.search.found_by(user).len() > before {
+                if self.search.found_count(user) > before {
                     self.list_changed(tx).await;
                     // No listener, no receiver: nothing to tell.
                     let _ = self.grown.send(user.into());
@@ -802,7 +809,7 @@ impl Gateway {
         if let (Some(team), Caller::User(_)) = (&self.team, caller) {
             return self.call_as_user(team, caller, name, args, progress).await;
         }
-        if !self.expose_all && !self.search.found().iter().any(|t| t.name() == name) {
+        if !self.expose_all && !self.search.has_found("", name) {
             return Ok(text_result(
                 &format!(
                     "no tool named {} has been found in this session: call tool_search first, then call one of the tools it returns",

@@ -196,6 +196,14 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// A runtime on the calling thread only (blocking work still goes to its pool).
+pub fn single_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 /// One stderr line when project servers wait for approval (their tools are not offered).
 pub fn note_held(config: &Config) {
     let waiting: Vec<&str> = config

@@ -28,7 +28,9 @@ use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
 
 use crate::cli::ClientKind;
 
-use super::context::{Shared, ask_human, guarded, load, note_held, runtime, session_shared};
+use super::context::{
+    Shared, ask_human, guarded, load, note_held, runtime, session_shared, single_thread_runtime,
+};
 
 pub fn run(
     print_config: Option<ClientKind>,
@@ -55,7 +57,15 @@ pub fn run(
     };
     // Shared trust files (pins, approvals) are reached before the config is judged: the
     // replicas' approvals of project entries are the ones it is judged by.
-    let rt = runtime()?;
+    // One client on stdio is answered on one thread: a proxied call then wakes no other
+    // thread between reading the request and writing the answer (those hand-offs were
+    // about a third of its cost). Listeners serve many clients on the usual workers.
+    // Guard work, searches and blocking calls run off it either way.
+    let rt = if http.is_none() && unix.is_none() {
+        single_thread_runtime()?
+    } else {
+        runtime()?
+    };
     let shared_files = match team.as_ref().and_then(|t| t.state.as_ref()) {
         Some(state) => {
             let key = StateKey::load(&state.key_file)?;

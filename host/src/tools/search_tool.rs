@@ -234,6 +234,19 @@ impl ToolSearch {
             .unwrap_or_default()
     }
 
+    /// How many tools `user`'s searches found.
+    pub fn found_count(&self, user: &str) -> usize {
+        self.lock().found.get(user).map_or(0, BTreeMap::len)
+    }
+
+    /// Whether `user`'s searches found a tool named `name` (nothing is cloned).
+    pub fn has_found(&self, user: &str, name: &str) -> bool {
+        self.lock()
+            .found
+            .get(user)
+            .is_some_and(|f| f.contains_key(name))
+    }
+
     /// The tool `user`'s searches found under `name`, if any.
     pub fn found_tool(&self, user: &str, name: &str) -> Option<SanitizedTool> {
         self.lock().found.get(user)?.get(name).cloned()

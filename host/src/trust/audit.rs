@@ -30,6 +30,40 @@ tokio::task_local! {
     /// The user a team gateway's request runs as: every line written while it runs
     /// (in that task) names them as `user`.
     pub static ACTOR: String;
+    /// Lines noted while a gateway's request runs, written once its answer is on its
+    /// way (see [`deferring`]).
+    static DEFERRED: Deferred;
+}
+
+/// Runs `work` with the lines [`AuditLog::note`] writes to a file trail held back until
+/// it is done, and returns them with its output: the caller answers first, then drops
+/// the [`Deferred`], which writes them (a proxied call's line no longer stands between
+/// the server's answer and the client). Lines that must be in the trail before anyone
+/// is told (a shared trail's `record_confirmed`) and [`AuditLog::record`]'s are never
+/// held back.
+pub async fn deferring<F: std::future::Future>(work: F) -> (F::Output, Deferred) {
+    let deferred = Deferred::default();
+    let out = DEFERRED.scope(deferred.clone(), work).await;
+    (out, deferred)
+}
+
+/// Lines held back by [`deferring`]: written, in order, when the last handle is
+/// dropped (also when the request is cancelled after its answer went).
+#[derive(Clone, Default)]
+pub struct Deferred(Arc<Held>);
+
+#[derive(Default)]
+struct Held(Mutex<Vec<(AuditLog, Event)>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let lines = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (log, event) in lines {
+            if let Err(e) = log.write(&event) {
+                tracing::warn!("the audit trail could not be written: {e}");
+            }
+        }
+    }
 }
 
 /// The audit chain's key: 32 random bytes. Never shown.
@@ -246,9 +280,14 @@ impl AuditLog {
     /// Appends one event (`event` names it; `fields` are its details), under an exclusive
     /// lock so concurrent edgar processes keep one unbroken chain.
     pub fn record(&self, event: &str, fields: Value) -> Result<(), TrustError> {
+        self.write(&Event::now(event, fields))
+    }
+
+    /// Writes `event` (a shared trail's writer is not waited for: it says in the log what
+    /// it could not write).
+    fn write(&self, event: &Event) -> Result<(), TrustError> {
         if let Some(trail) = &self.shared {
-            // Not waited for: the writer says in the log what it could not write.
-            drop(trail.append(Event::now(event, fields)));
+            drop(trail.append(event.clone()));
             return Ok(());
         }
         let file = self.path();
@@ -264,7 +303,7 @@ impl AuditLog {
                 .insert(crate::paths::open_lock_file(&lock_path).map_err(fail)?),
         };
         crate::paths::lock_exclusive(lock, &lock_path).map_err(fail)?;
-        let written = self.write_locked(&mut kept.data, &Event::now(event, fields), key);
+        let written = self.write_locked(&mut kept.data, event, key);
         let _ = rustix::fs::flock(lock, rustix::fs::FlockOperation::Unlock);
         if written.is_err() {
             // Opened afresh next time.
@@ -406,7 +445,23 @@ impl AuditLog {
 
     /// Records an event, logging (never failing) when the trail cannot be written: an
     /// unwritable trail must be visible, but must not take the user's work down with it.
+    /// Inside [`deferring`], a file trail's line waits until the request is answered.
     pub fn note(&self, event: &str, fields: Value) {
+        if self.shared.is_none() {
+            let mut event = Some(Event::now(event, fields));
+            let _ = DEFERRED.try_with(|d| {
+                if let Some(event) = event.take() {
+                    let mut held = d.0.0.lock().unwrap_or_else(|p| p.into_inner());
+                    held.push((self.clone(), event));
+                }
+            });
+            if let Some(event) = event
+                && let Err(e) = self.write(&event)
+            {
+                tracing::warn!("the audit trail could not be written: {e}");
+            }
+            return;
+        }
         if let Err(e) = self.record(event, fields) {
             tracing::warn!("the audit trail could not be written: {e}");
         }

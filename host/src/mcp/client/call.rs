@@ -15,7 +15,7 @@ use crate::mcp::input;
 use crate::mcp::task::{self};
 use crate::text::shown;
 
-use super::{Server, SessionInner, offered, run_guard};
+use super::{Server, SessionInner, run_guard};
 
 /// Results up to this size go through the built-in adapter on the calling task.
 pub(super) const INLINE_GUARD_BYTES: usize = 64 << 10;
@@ -172,10 +172,10 @@ impl SessionInner {
             })??;
         }
         let running = self.start(server).await?;
-        if !offered(&server.spec, running.tools())
-            .iter()
-            .any(|t| t.tool() == tool.tool())
-        {
+        // What `offered` would list, without building the list.
+        let offered = (!server.spec.filters_tools() || server.spec.allows(tool.tool()))
+            && running.tools().iter().any(|t| t.tool() == tool.tool());
+        if !offered {
             return Err(self.not_found(name));
         }
         // The result stays the text the server sent: the guard reads it as is.

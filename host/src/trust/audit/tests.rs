@@ -270,3 +270,48 @@ fn writers_that_keep_their_files_open_still_keep_one_chain() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(lines(&b)[1].contains("\"seq\":8"));
 }
+
+#[tokio::test]
+async fn a_deferred_note_is_written_when_its_request_is_done_with() {
+    let (_d, log) = trail(1);
+    let ((), held) = deferring(async {
+        log.note("call", json!({"tool": "held"}));
+        // Decisions are never held back.
+        log.record("decision", json!({}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
+    let events = |log: &AuditLog| -> Vec<String> {
+        lines(log)
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap_or_default()["event"].to_string())
+            .collect()
+    };
+    assert_eq!(events(&log), ["\"call\"", "\"decision\""]);
+    drop(held);
+    assert_eq!(events(&log), ["\"call\"", "\"decision\"", "\"call\""]);
+    assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 3);
+    // Outside a request, a note is written at once.
+    log.note("call", json!({}));
+    assert_eq!(lines(&log).len(), 4);
+}
+
+#[tokio::test]
+async fn a_cancelled_request_still_leaves_its_lines() {
+    let (_d, log) = trail(0);
+    let noted = tokio::sync::Notify::new();
+    let work = deferring(async {
+        log.note("call", json!({"tool": "cancelled"}));
+        noted.notify_one();
+        std::future::pending::<()>().await;
+    });
+    tokio::select! {
+        _ = work => panic!("the work never ends"),
+        () = noted.notified() => {}
+    }
+    assert_eq!(lines(&log).len(), 1);
+    assert_eq!(
+        log.tail(1).unwrap_or_else(|e| panic!("{e}"))[0]["tool"],
+        "cancelled"
+    );
+}
