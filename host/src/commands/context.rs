@@ -183,6 +183,8 @@ pub async fn guarded<T>(session: &Session, work: impl std::future::Future<Output
         _ = hup.recv() => 129,
     };
     session.close().await;
+    // The audit lines of requests still running (their tasks are not dropped).
+    edgar_host::trust::audit::write_held();
     // Spans not yet exported go before the process does (nothing when none are).
     let _ = tokio::task::spawn_blocking(edgar_host::telemetry::flush).await;
     std::process::exit(code);

@@ -43,6 +43,7 @@ tokio::task_local! {
 /// held back.
 pub async fn deferring<F: std::future::Future>(work: F) -> (F::Output, Deferred) {
     let deferred = Deferred::default();
+    lock(&LIVE).push(Arc::downgrade(&deferred.0));
     let out = DEFERRED.scope(deferred.clone(), work).await;
     (out, deferred)
 }
@@ -55,15 +56,41 @@ pub struct Deferred(Arc<Held>);
 #[derive(Default)]
 struct Held(Mutex<Vec<(AuditLog, Event)>>);
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        let lines = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
+/// Every request's held lines, so an exit that drops no task can still write them.
+static LIVE: Mutex<Vec<std::sync::Weak<Held>>> = Mutex::new(Vec::new());
+
+impl Held {
+    fn write_now(&self) {
+        let lines = std::mem::take(&mut *lock(&self.0));
         for (log, event) in lines {
             if let Err(e) = log.write(&event) {
                 tracing::warn!("the audit trail could not be written: {e}");
             }
         }
     }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.write_now();
+        lock(&LIVE).retain(|w| w.strong_count() > 0);
+    }
+}
+
+/// Writes what every request still running has held back: for an exit on a signal,
+/// which ends the process without dropping their tasks.
+pub fn write_held() {
+    let live: Vec<Arc<Held>> = lock(&LIVE)
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    for held in live {
+        held.write_now();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The audit chain's key: 32 random bytes. Never shown.
@@ -451,8 +478,7 @@ impl AuditLog {
             let mut event = Some(Event::now(event, fields));
             let _ = DEFERRED.try_with(|d| {
                 if let Some(event) = event.take() {
-                    let mut held = d.0.0.lock().unwrap_or_else(|p| p.into_inner());
-                    held.push((self.clone(), event));
+                    lock(&d.0.0).push((self.clone(), event));
                 }
             });
             if let Some(event) = event

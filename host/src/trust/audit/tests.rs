@@ -271,8 +271,13 @@ fn writers_that_keep_their_files_open_still_keep_one_chain() {
     assert!(lines(&b)[1].contains("\"seq\":8"));
 }
 
+/// Held by the tests that look at lines before their request ends: `write_held` (another
+/// test's) writes every request's.
+static HELD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn a_deferred_note_is_written_when_its_request_is_done_with() {
+    let _one = HELD.lock().await;
     let (_d, log) = trail(1);
     let ((), held) = deferring(async {
         log.note("call", json!({"tool": "held"}));
@@ -314,4 +319,28 @@ async fn a_cancelled_request_still_leaves_its_lines() {
         log.tail(1).unwrap_or_else(|e| panic!("{e}"))[0]["tool"],
         "cancelled"
     );
+}
+
+#[tokio::test]
+async fn held_lines_are_written_on_an_exit_that_drops_no_task() {
+    let _one = HELD.lock().await;
+    let (_d, log) = trail(0);
+    let noted = tokio::sync::Notify::new();
+    let work = deferring(async {
+        log.note("call", json!({"tool": "running"}));
+        noted.notify_one();
+        std::future::pending::<()>().await;
+    });
+    let mut work = Box::pin(work);
+    tokio::select! {
+        _ = &mut work => panic!("the work never ends"),
+        () = noted.notified() => {}
+    }
+    assert!(!log.path().exists() || lines(&log).is_empty());
+    write_held();
+    assert_eq!(lines(&log).len(), 1);
+    // Written once: dropping the request afterwards adds nothing.
+    drop(work);
+    assert_eq!(lines(&log).len(), 1);
+    assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 1);
 }
