@@ -146,8 +146,7 @@ pub struct Gateway {
 
 /// A listen stream's sources: see [`Gateway::listen`].
 pub(crate) struct Listening {
-    pub ack: Vec<u8>,
-    /// What to wait for before acknowledging.
+    /// Its acknowledgement, once its upstream subscriptions are in place.
     pub subscribing: news::Subscribing,
     /// The upstream subscriptions it holds while it is open.
     pub held: news::Held,
@@ -311,10 +310,9 @@ impl Gateway {
                 }
                 // Acknowledged once its servers are subscribed, without holding up what
                 // the client sends meanwhile.
-                let (tx, ack, subscribing) = (tx.clone(), listened.ack, listened.subscribing);
+                let (tx, subscribing) = (tx.clone(), listened.subscribing);
                 tokio::spawn(async move {
-                    subscribing.done().await;
-                    let _ = tx.send(ack).await;
+                    let _ = tx.send(subscribing.done().await).await;
                 });
             }
             Incoming::Request { id, method, params } => {
@@ -735,14 +733,12 @@ impl Gateway {
     /// acknowledgement, whether it asked for tool list changes, and where they are heard.
     pub(crate) fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Listening {
         let news::Listened {
-            ack,
             tools,
             news,
             subscribing,
             held,
         } = self.listened(caller, id, params);
         Listening {
-            ack,
             subscribing,
             held,
             wants: tools,

@@ -683,10 +683,9 @@ impl Front {
     /// time this caller's tool list grows or an upstream's served list changes (if it
     /// asked for that), until the client goes away or the gateway shuts down.
     fn listen(&self, caller: &Caller, id: &Value, params: &Value) -> Reply {
-        let mut l = self.gateway.listen(caller, id, params);
+        let l = self.gateway.listen(caller, id, params);
         let note = l.wants.then(|| super::tools_changed(id));
-        let ack = std::mem::take(&mut l.ack);
-        self.changes(caller, Some(ack), note, l)
+        self.changes(caller, true, note, l)
     }
 
     /// A standalone GET stream, for a client in a session (the handshake era's way to
@@ -716,16 +715,16 @@ impl Front {
             l.signed_in = Some(team.signed_in.subscribe());
         }
         let note = protocol::notification("notifications/tools/list_changed", Value::Null);
-        self.changes(caller, None, Some(note), l)
+        self.changes(caller, false, Some(note), l)
     }
 
-    /// An event stream of `first`, then `note` each time `caller`'s found tools grow
+    /// An event stream of the acknowledgement (if `acknowledged`), then `note` each time `caller`'s found tools grow
     /// (`grown`) or an upstream's served list changes (`upstream`); nothing more when
     /// `note` is `None`. It ends with the client or at shutdown.
     fn changes(
         &self,
         caller: &Caller,
-        first: Option<Vec<u8>>,
+        acknowledged: bool,
         note: Option<Vec<u8>>,
         sources: super::Listening,
     ) -> Reply {
@@ -745,10 +744,8 @@ impl Front {
         tokio::spawn(async move {
             // The stream's upstream subscriptions end with it.
             let _held = held;
-            subscribing.done().await;
-            if let Some(first) = first
-                && body_tx.send(event(&first)).await.is_err()
-            {
+            let ack = subscribing.done().await;
+            if acknowledged && body_tx.send(event(&ack)).await.is_err() {
                 return;
             }
             loop {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -35,33 +35,49 @@ const SETTLE: Duration = Duration::from_millis(100);
 const MAX_GATHERED: usize = 256;
 
 /// Longest a listen stream's acknowledgement waits for the upstream subscriptions it
-/// names (a server that is slower still is subscribed behind it).
-const ACK_WAIT: Duration = Duration::from_secs(10);
+/// names (as long as a server may take to start): one not in place by then is left out
+/// of the acknowledgement, and subscribed behind it if it comes later.
+const ACK_WAIT: Duration = Duration::from_secs(30);
 
-/// The upstream subscriptions a listen stream asked for, under way: its acknowledgement
-/// is sent once they are in place, so a client that acts on the acknowledgement misses
-/// no update (a lazily started server takes a while to be subscribed).
+/// A listen stream's acknowledgement, sent once the upstream subscriptions it names
+/// are in place, so a client that acts on it misses no update (a lazily started server
+/// takes a while to be subscribed); it lists only the URIs whose subscription is.
 #[must_use]
-pub(crate) struct Subscribing(Vec<JoinHandle<()>>);
+pub(crate) struct Subscribing {
+    /// The acknowledgement's params, every watched URI listed.
+    ack: Value,
+    /// Each subscription under way, by served URI: whether it took.
+    under_way: Vec<(String, JoinHandle<bool>)>,
+}
 
 impl Subscribing {
-    /// Waits for every subscription, at most [`ACK_WAIT`].
-    pub(crate) async fn done(self) {
-        let all = async {
-            for handle in self.0 {
-                let _ = handle.await;
+    /// Waits for every subscription, at most [`ACK_WAIT`] in all: the acknowledgement,
+    /// without the URIs whose subscription failed or is not in place yet.
+    pub(crate) async fn done(self) -> Vec<u8> {
+        let Subscribing { mut ack, under_way } = self;
+        let deadline = tokio::time::Instant::now() + ACK_WAIT;
+        let mut missing = HashSet::new();
+        for (served, handle) in under_way {
+            match tokio::time::timeout_at(deadline, handle).await {
+                Ok(Ok(true)) => {}
+                _ => {
+                    missing.insert(served);
+                }
             }
-        };
-        let _ = tokio::time::timeout(ACK_WAIT, all).await;
+        }
+        if let Some(listed) = ack["notifications"]["resourceSubscriptions"].as_array_mut() {
+            listed.retain(|u| u.as_str().is_none_or(|u| !missing.contains(u)));
+        }
+        protocol::notification("notifications/subscriptions/acknowledged", ack)
     }
 }
 
 /// A `subscriptions/listen` request taken: see [`Gateway::listened`].
 pub(crate) struct Listened {
-    pub ack: Vec<u8>,
     /// It asked for tool list changes.
     pub tools: bool,
     pub news: Option<Wants>,
+    /// Its acknowledgement, once its upstream subscriptions are in place.
     pub subscribing: Subscribing,
     pub held: Held,
 }
@@ -114,14 +130,29 @@ impl Upstream {
 pub(crate) struct Held {
     session: Arc<crate::mcp::client::Session>,
     upstream: Arc<Upstream>,
-    uris: Vec<(String, String)>,
+    uris: Vec<Holding>,
+}
+
+/// One URI a listen stream holds at its server. Its count is let go once: by the
+/// stream's end, or before that by its subscription failing (whichever takes `live`).
+struct Holding {
+    server: String,
+    uri: String,
+    live: Arc<AtomicBool>,
+}
+
+impl Holding {
+    /// Lets the hold go unless it is gone already; true if it was the last holder.
+    fn release(&self, upstream: &Upstream) -> bool {
+        self.live.swap(false, Ordering::AcqRel) && upstream.release(&self.server, &self.uri)
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         let last: Vec<_> = std::mem::take(&mut self.uris)
             .into_iter()
-            .filter(|(server, uri)| self.upstream.release(server, uri))
+            .filter(|h| h.release(&self.upstream))
             .collect();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -131,7 +162,7 @@ impl Drop for Held {
         }
         let session = self.session.clone();
         runtime.spawn(async move {
-            for (server, uri) in last {
+            for Holding { server, uri, .. } in last {
                 let params = json!({"uri": uri});
                 if let Err(e) = session
                     .acknowledge(&server, "resources/unsubscribe", params)
@@ -222,12 +253,12 @@ impl Gateway {
         let mut news = Some(Wants::of_filter(filter)).filter(|w| *w != Wants::default());
         // Only URIs whose server this caller may read, and which a shared process
         // serves (a per-user one's updates reach no stream), are watched.
-        let (subscribing, held) = match news.as_mut() {
+        let (under_way, held) = match news.as_mut() {
             Some(w) => {
                 w.uris.retain(|u| self.watchable(caller, u).is_some());
                 self.watch_upstream(&w.uris)
             }
-            None => (Subscribing(Vec::new()), self.held(Vec::new())),
+            None => (Vec::new(), self.held(Vec::new())),
         };
         if let Some(w) = &news {
             honoured["resourcesListChanged"] = json!(w.resources_list);
@@ -235,12 +266,10 @@ impl Gateway {
             honoured["resourceSubscriptions"] = json!(w.uris.iter().collect::<BTreeSet<_>>());
         }
         let ack = json!({"_meta": {(META_SUBSCRIPTION_ID): id}, "notifications": honoured});
-        let ack = protocol::notification("notifications/subscriptions/acknowledged", ack);
         Listened {
-            ack,
             tools,
             news,
-            subscribing,
+            subscribing: Subscribing { ack, under_way },
             held,
         }
     }
@@ -293,33 +322,45 @@ impl Gateway {
         Ok(json!({}))
     }
 
-    /// Asks the servers behind served `uris` to watch them for a listen stream (best
-    /// effort, in each server's era: `Session::acknowledge`), where no one else has
-    /// them watched already; held until the stream ends.
-    fn watch_upstream(&self, uris: &HashSet<String>) -> (Subscribing, Held) {
+    /// Asks the servers behind served `uris` to watch them for a listen stream (in each
+    /// server's era: `Session::acknowledge`), where no one else has them watched
+    /// already: each subscription under way, by served URI, and the hold kept until the
+    /// stream ends. A subscription that fails lets its hold go at once, so the next
+    /// holder asks the server again.
+    fn watch_upstream(&self, uris: &HashSet<String>) -> (Vec<(String, JoinHandle<bool>)>, Held) {
         // A served URI names its server (`edgar://SERVER/...` with `--expose all`); one
         // that names no configured server subscribes nothing.
         let mut under_way = Vec::new();
         let mut held = Vec::new();
-        for (server, uri) in uris.iter().filter_map(|u| self.served(u)) {
+        for (served, (server, uri)) in uris.iter().filter_map(|u| Some((u, self.served(u)?))) {
+            let live = Arc::new(AtomicBool::new(true));
             if self.upstream.hold(&server, &uri) {
-                let (session, server, uri) = (self.session.clone(), server.clone(), uri.clone());
-                under_way.push(tokio::spawn(async move {
-                    let params = json!({"uri": uri});
-                    if let Err(e) = session
-                        .acknowledge(&server, "resources/subscribe", params)
-                        .await
-                    {
-                        tracing::debug!(server, "no upstream subscription: {e}");
+                let (session, upstream) = (self.session.clone(), self.upstream.clone());
+                let hold = Holding {
+                    server: server.clone(),
+                    uri: uri.clone(),
+                    live: live.clone(),
+                };
+                let subscribed = tokio::spawn(async move {
+                    let params = json!({"uri": hold.uri});
+                    let asked = session.acknowledge(&hold.server, "resources/subscribe", params);
+                    match asked.await {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::debug!(server = hold.server, "no upstream subscription: {e}");
+                            hold.release(&upstream);
+                            false
+                        }
                     }
-                }));
+                });
+                under_way.push((served.clone(), subscribed));
             }
-            held.push((server, uri));
+            held.push(Holding { server, uri, live });
         }
-        (Subscribing(under_way), self.held(held))
+        (under_way, self.held(held))
     }
 
-    fn held(&self, uris: Vec<(String, String)>) -> Held {
+    fn held(&self, uris: Vec<Holding>) -> Held {
         Held {
             session: self.session.clone(),
             upstream: self.upstream.clone(),
@@ -561,10 +602,45 @@ mod tests {
         let held = Held {
             session: search.session.clone(),
             upstream: search.upstream.clone(),
-            uris: vec![("s".into(), "b".into())],
+            uris: vec![Holding {
+                server: "s".into(),
+                uri: "b".into(),
+                live: Arc::new(AtomicBool::new(true)),
+            }],
         };
         drop(held);
         assert_eq!(search.upstream.len(), 0);
+    }
+
+    /// A subscription the server did not take is not acknowledged, and its hold is let
+    /// go at once: the next listen stream asks the server again.
+    #[test]
+    fn an_acknowledgement_lists_only_the_subscriptions_in_place() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _in = rt.enter();
+        // The one server it serves is not configured: every subscription fails.
+        let gone = gateway(Exposure::Transparent("gone".into()));
+        let params = json!({"notifications": {"resourceSubscriptions": ["file:///a"]}});
+        for id in [1, 2] {
+            let listened = gone.listened(&Caller::Local, &json!(id), &params);
+            assert_eq!(listened.subscribing.under_way.len(), 1, "asked again");
+            let ack = rt.block_on(listened.subscribing.done());
+            let ack: Value = serde_json::from_slice(&ack).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+            assert_eq!(
+                ack["params"]["notifications"]["resourceSubscriptions"],
+                json!([]),
+                "{ack}"
+            );
+            assert_eq!(ack["params"]["_meta"][META_SUBSCRIPTION_ID], id);
+            assert_eq!(gone.upstream.len(), 0, "its hold is let go");
+            // The stream's end lets go of nothing more.
+            drop(listened.held);
+            assert_eq!(gone.upstream.len(), 0);
+        }
     }
 
     #[test]
