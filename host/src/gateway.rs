@@ -44,6 +44,7 @@ pub mod trace;
 mod user;
 
 use crate::guard::SanitizedTool;
+use crate::sync::lock;
 use refused::Refused;
 use team::policy::Action;
 use team::{Principal, Team};
@@ -942,10 +943,6 @@ fn server_info() -> Value {
 
 fn supported() -> Vec<&'static str> {
     MODERN.iter().chain(PROTOCOL).copied().collect()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut out: W) {

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 
+use crate::sync::lock;
 use bindings::{AdapterPre, Instance, wit};
 use sandbox::HostState;
 
@@ -398,16 +399,12 @@ impl Guard {
 
     /// The adapter for `source` if it is already loaded: never blocks.
     pub fn loaded(&self, source: &AdapterSource) -> Option<Arc<Adapter>> {
-        self.adapters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(source)
-            .cloned()
+        lock(&self.adapters).get(source).cloned()
     }
 
     /// The adapter for `source`, loaded (and the engine created) on first use.
     pub fn adapter(&self, source: &AdapterSource) -> Result<Arc<Adapter>, GuardError> {
-        let mut adapters = self.adapters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut adapters = lock(&self.adapters);
         if let Some(a) = adapters.get(source) {
             return Ok(a.clone());
         }
@@ -692,7 +689,7 @@ impl Adapter {
         if let Some(live) = session.live.take()
             && input <= MAX_POOLED_INPUT_BYTES
         {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let mut idle = lock(&self.idle);
             let total: usize = idle.values().map(Vec::len).sum();
             let list = idle.entry(server.to_owned()).or_default();
             if total < MAX_IDLE_INSTANCES && list.len() < MAX_IDLE_PER_SERVER {

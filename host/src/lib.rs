@@ -15,6 +15,7 @@ pub mod net;
 pub mod paths;
 pub mod seal;
 pub mod state;
+pub mod sync;
 pub mod telemetry;
 pub mod text;
 pub mod tools;

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::vault::TokenVault;
 use super::{AuthError, Secret};
+use crate::sync::lock;
 
 /// The keyring service every edgar secret is stored under.
 pub const SERVICE: &str = "edgar";
@@ -188,10 +189,6 @@ impl Store {
             ))),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 enum Op {

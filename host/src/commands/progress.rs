@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use edgar_host::mcp::client::join_all;
+use edgar_host::sync::lock;
 
 /// How often the line is redrawn.
 const TICK: Duration = Duration::from_millis(200);
@@ -73,8 +74,4 @@ where
     let _ = write!(err, "\r\x1b[K");
     let _ = err.flush();
     out
-}
-
-fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

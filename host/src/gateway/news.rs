@@ -23,6 +23,7 @@ use tokio::time::Duration;
 use super::{Caller, Exposure, Gateway, META_SUBSCRIPTION_ID, Reply};
 use crate::mcp::news::{Change, News};
 use crate::mcp::protocol::{self, INVALID_PARAMS};
+use crate::sync::lock;
 use crate::text::shown;
 
 /// Most URIs one caller (or one listen stream) watches.
@@ -90,7 +91,7 @@ pub(crate) struct Upstream(std::sync::Mutex<HashMap<(String, String), usize>>);
 
 impl Upstream {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), usize>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.0)
     }
 
     /// Counts a holder of `server`'s `uri`; true for the first.
@@ -210,7 +211,7 @@ impl Subscribed {
     /// Records a `resources/subscribe` (or, with `on` false, an unsubscribe); whether
     /// it changed anything (not for a URI already subscribed, or one past the cap).
     pub(crate) fn set(&self, who: &str, uri: &str, on: bool) -> bool {
-        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.0);
         let mine = all.entry(who.to_owned()).or_default();
         if !on {
             mine.remove(uri)
@@ -223,7 +224,7 @@ impl Subscribed {
 
     /// What a handshake-era client of `who` hears: both lists, and its URIs.
     pub(crate) fn wants(&self, who: &str) -> Wants {
-        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let all = lock(&self.0);
         Wants {
             resources_list: true,
             prompts_list: true,

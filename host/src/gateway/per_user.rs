@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::mcp::client::Session;
+use crate::sync::lock;
 
 /// Users whose per-user servers may run at once.
 pub const MAX_USERS: usize = 64;
@@ -40,7 +41,7 @@ impl PerUserServers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Session>, Instant)>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.open)
     }
 
     /// `user`'s session if they have one (nothing is made, nobody's is closed).

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::elicit::{ANSWER_TIMEOUT, accepted_shape, disclosed};
 use crate::mcp::ask::{Asker, Question, Refusal, capability};
 use crate::mcp::protocol::{self, RpcError};
+use crate::sync::lock;
 
 /// What a client declared it can answer, in its capabilities (`initialize`'s, or a
 /// stateless request's `_meta`).
@@ -359,10 +360,6 @@ fn rooted_shape(result: &Value) -> Option<Value> {
         })
         .collect();
     Some(json!({"roots": roots}))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod token;
 pub use config::TeamConfig;
 pub use token::{Principal, Refusal};
 
+use crate::sync::lock;
 use limits::Limits;
 use metrics::Metrics;
 use policy::Policy;
@@ -58,7 +59,7 @@ pub struct Asked(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
 impl Asked {
     /// `true` the first time for `user` and `server`.
     pub fn first(&self, user: &str, server: &str) -> bool {
-        let mut asked = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut asked = lock(&self.0);
         if asked.len() >= MAX_ASKED {
             asked.clear();
         }

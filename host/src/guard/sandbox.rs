@@ -18,6 +18,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use super::GUARD_DEADLINE;
 use super::cpu_clock::CallClock;
 use super::limits::{MAX_HOST_RESOURCES, StoreBudget};
+use crate::sync::lock;
 
 /// Bytes of a guest's stdout and of its stderr kept for the log; the rest is counted.
 const GUEST_OUTPUT_BYTES: usize = 16 << 10;
@@ -141,7 +142,7 @@ struct SinkState {
 
 impl BoundedSink {
     fn write(&self, bytes: &[u8]) {
-        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.0);
         let room = GUEST_OUTPUT_BYTES.saturating_sub(s.kept.len());
         let keep = bytes.len().min(room);
         s.kept.extend_from_slice(&bytes[..keep]);
@@ -149,7 +150,7 @@ impl BoundedSink {
     }
 
     fn take(&self) -> Option<(String, usize)> {
-        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.0);
         if s.kept.is_empty() && s.dropped == 0 {
             return None;
         }

@@ -104,13 +104,7 @@ fn a_servers_results_are_converted_and_scanned_in_its_own_kept_instances() {
     let a = Guard::new(None)
         .adapter(&AdapterSource::Builtin)
         .unwrap_or_else(|e| panic!("{e}"));
-    let kept = |server: &str| {
-        a.idle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(server)
-            .map_or(0, Vec::len)
-    };
+    let kept = |server: &str| lock(&a.idle).get(server).map_or(0, Vec::len);
     let secret = "AKIAIOSFODNN7EXAMPLE";
     let r = json!({"content": [{"type": "text", "text": format!("key {secret}")}]});
     let out = a

@@ -25,6 +25,7 @@ use crate::text::shown_message;
 use super::McpError;
 use super::ask::{ASKER, Asker};
 use super::protocol::{self, Incoming, RpcError};
+use crate::sync::lock;
 
 /// Requests from one server (elicitation, sampling) being handled at once; each may wait
 /// for a human or hold a blocking thread, so a server cannot queue thousands. More are
@@ -431,10 +432,6 @@ impl Connection {
                 .unwrap_or_else(|| "the connection ended".into()),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Stops following a request's progress and logs when its exchange ends, however it ends.

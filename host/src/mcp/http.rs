@@ -32,6 +32,7 @@ use crate::text::shown;
 
 use super::connection::{Event, Link, Outbound};
 use super::protocol::Incoming;
+use crate::sync::lock;
 use request::{bearer, check_status, send_with_auth, stateless_headers};
 use streams::answers;
 use wire::{Body, Reply};
@@ -192,10 +193,6 @@ impl Drop for Http {
             h.abort();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Takes the connection's messages and runs one exchange per message. Dropping this

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::connection::{Event, Link, Outbound};
 use super::protocol;
+use crate::sync::lock;
 use crate::text::shown;
 
 /// The variables of edgar's own environment a stdio server gets (besides its entry's
@@ -120,7 +121,7 @@ pub(crate) struct StderrTail(Mutex<VecDeque<String>>);
 impl StderrTail {
     /// Keeps `line`, dropping the oldest beyond the tail's bounds.
     pub(crate) fn push_line(&self, line: &str) {
-        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = lock(&self.0);
         let line: String = line.chars().take(STDERR_TAIL_BYTES / 4).collect();
         q.push_back(line);
         while q.len() > STDERR_TAIL_LINES
@@ -132,7 +133,7 @@ impl StderrTail {
 
     /// The tail for an error message: `"; stderr: ..."` or empty.
     pub(crate) fn suffix(&self) -> String {
-        let q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let q = lock(&self.0);
         let lines: Vec<String> = q
             .iter()
             .filter(|l| !l.trim().is_empty())

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::McpError;
 use super::connection::{ClientHandler, Connection};
 use super::input;
+use crate::sync::lock;
 use crate::text::{shown, shown_message};
 
 /// The extension's name, as declared in the client's capabilities.
@@ -120,10 +121,6 @@ impl Tasks {
                 .await;
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A followed task, forgotten when its following ends; cancelled at the server when

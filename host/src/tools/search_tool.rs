@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::guard::{Dropped, Provider, SanitizedTool};
 use crate::mcp::client::Session;
+use crate::sync::lock;
 use crate::tools::search::{self, MAX_MATCHES, SearchIndex, semantic, store};
 
 /// The built-in tool's name (no server tool may take it).
@@ -253,7 +254,7 @@ impl ToolSearch {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// The index for the session's current catalog, building it if the catalog changed.
@@ -355,7 +356,7 @@ impl ToolSearch {
             unavailable
         } else {
             // Said once each in the gateway's log, where its administrator reads it.
-            let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+            let mut told = lock(&self.told);
             for u in &unavailable {
                 if told.insert(u.clone()) {
                     tracing::warn!("not searched (the user is not told which or why): {u}");

@@ -24,6 +24,7 @@ use crate::digest::sha256_hex;
 
 pub mod chain;
 
+use crate::sync::lock;
 use chain::{Event, GENESIS, MAX_LINE_BYTES};
 
 tokio::task_local! {
@@ -63,7 +64,7 @@ impl Held {
     fn write_now(&self) {
         let lines = std::mem::take(&mut *lock(&self.0));
         for (log, event) in lines {
-            if let Err(e) = log.write(&event) {
+            if let Err(e) = log.write(event) {
                 tracing::warn!("the audit trail could not be written: {e}");
             }
         }
@@ -87,10 +88,6 @@ pub fn write_held() {
     for held in live {
         held.write_now();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The audit chain's key: 32 random bytes. Never shown.
@@ -307,21 +304,21 @@ impl AuditLog {
     /// Appends one event (`event` names it; `fields` are its details), under an exclusive
     /// lock so concurrent edgar processes keep one unbroken chain.
     pub fn record(&self, event: &str, fields: Value) -> Result<(), TrustError> {
-        self.write(&Event::now(event, fields))
+        self.write(Event::now(event, fields))
     }
 
     /// Writes `event` (a shared trail's writer is not waited for: it says in the log what
     /// it could not write).
-    fn write(&self, event: &Event) -> Result<(), TrustError> {
+    fn write(&self, event: Event) -> Result<(), TrustError> {
         if let Some(trail) = &self.shared {
-            drop(trail.append(event.clone()));
+            drop(trail.append(event));
             return Ok(());
         }
         let file = self.path();
         let fail = |e: std::io::Error| TrustError::file(&file, e);
         let key = self.key(true).cloned();
         let lock_path = self.dir.join("audit.lock");
-        let mut kept = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = lock(&self.files);
         let kept = &mut *kept;
         let lock = match &kept.lock {
             Some(l) => l,
@@ -330,7 +327,7 @@ impl AuditLog {
                 .insert(crate::paths::open_lock_file(&lock_path).map_err(fail)?),
         };
         crate::paths::lock_exclusive(lock, &lock_path).map_err(fail)?;
-        let written = self.write_locked(&mut kept.data, event, key);
+        let written = self.write_locked(&mut kept.data, &event, key);
         let _ = rustix::fs::flock(lock, rustix::fs::FlockOperation::Unlock);
         if written.is_err() {
             // Opened afresh next time.
@@ -482,7 +479,7 @@ impl AuditLog {
                 }
             });
             if let Some(event) = event
-                && let Err(e) = self.write(&event)
+                && let Err(e) = self.write(event)
             {
                 tracing::warn!("the audit trail could not be written: {e}");
             }

@@ -18,6 +18,7 @@ use super::token::{self, Client};
 use crate::auth::bearer::{Authorizer, Challenge, Subject};
 use crate::auth::{AuthError, Secret};
 use crate::config::{ServerSpec, Transport};
+use crate::sync::lock;
 
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
@@ -98,7 +99,7 @@ impl PerUser {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Secret, Instant)>> {
-        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.tokens)
     }
 
     /// `subject`'s token for this server: kept, or exchanged now.

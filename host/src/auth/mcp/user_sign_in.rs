@@ -27,6 +27,7 @@ use crate::auth::vault::TokenVault;
 use crate::auth::{AuthError, Secret};
 use crate::config::ServerSpec;
 use crate::seal::Sealer;
+use crate::sync::lock;
 use crate::text::shown;
 
 /// Where the browser comes back to, on the gateway's own origin.
@@ -129,7 +130,7 @@ impl UserSignIns {
     /// `server`'s sign-in (the authorizer its connections use), if it is one of ours.
     pub fn server(&self, server: &str) -> Option<Arc<UserSignIn>> {
         let spec = self.specs.get(server)?;
-        let mut all = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.servers);
         Some(
             all.entry(server.to_owned())
                 .or_insert_with(|| {
@@ -175,7 +176,7 @@ impl UserSignIns {
         auth.adopt_client(client).await;
         let (mut url, begun) = auth.begin(challenge.as_ref(), &self.callback).await?;
         // The next user's sign-in is this client too (registered once, not per user).
-        *signs_in.client.lock().unwrap_or_else(|p| p.into_inner()) = Some(begun.client.clone());
+        *lock(&signs_in.client) = Some(begun.client.clone());
         let id = crate::digest::hex(&random::<16>()?);
         let pending = Pending {
             server: server.to_owned(),
@@ -292,7 +293,7 @@ pub struct UserSignIn {
 impl UserSignIn {
     /// `sub`'s sign-in to this server (made on first use; nothing is fetched).
     fn auth_for(&self, sub: &str) -> Option<Arc<McpAuth>> {
-        let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        let mut users = lock(&self.users);
         if let Some(a) = users.get(sub) {
             return Some(a.clone());
         }
@@ -350,7 +351,7 @@ impl Authorizer for UserSignIn {
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         Box::pin(async move {
             if let Some(c) = challenge {
-                *self.challenge.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+                *lock(&self.challenge) = Some(c.clone());
             }
             let Some(auth) = subject.and_then(|s| self.auth_for(&s.sub)) else {
                 return false;

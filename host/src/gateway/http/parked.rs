@@ -28,6 +28,7 @@ use crate::gateway::questions::{Answers, Pause, Questions};
 use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, INVALID_PARAMS};
 use crate::mcp::task::{ESCALATION, Escalation};
+use crate::sync::lock;
 use crate::telemetry::{self, CURRENT};
 
 /// Paused calls, by the token handed out; and calls their upstream made tasks
@@ -327,10 +328,6 @@ fn with_id(reply: &[u8], id: &Value) -> Vec<u8> {
         }
         Err(_) => protocol::error_response(id, -32603, "the call's reply could not be read"),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use tokio::task::AbortHandle;
 use super::running::{Next, Running, next};
 use crate::gateway::refused::Refused;
 use crate::mcp::protocol::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::sync::lock;
 
 /// How long a task stays readable after it last changed.
 const TTL: Duration = Duration::from_secs(3600);
@@ -287,10 +288,6 @@ fn now() -> String {
     let secs = crate::text::rfc3339(t.as_secs());
     // Milliseconds, so two changes within a second read in order.
     format!("{}.{:03}Z", secs.trim_end_matches('Z'), t.subsec_millis())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

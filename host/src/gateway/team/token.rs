@@ -20,6 +20,7 @@ use super::TeamError;
 use super::config::TeamConfig;
 use super::introspect::{Introspection, Rejected};
 use crate::auth::mcp::discovery;
+use crate::sync::lock;
 
 /// Algorithms a token may be signed with: never `none`, never HMAC (a public key used
 /// as an HMAC secret is the classic forgery).
@@ -153,7 +154,7 @@ impl Verifier {
     }
 
     fn lock_verified(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Principal, Instant)>> {
-        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.verified)
     }
 
     /// The whole check of a token not seen lately; its principal and its `exp`.
@@ -163,7 +164,7 @@ impl Verifier {
             && let Some(i) = &self.introspection
         {
             {
-                let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+                let mut refused = lock(&self.refused);
                 if let Some((why, until)) = refused.get(digest)
                     && Instant::now() < *until
                 {
@@ -177,7 +178,7 @@ impl Verifier {
             {
                 Ok(c) => c,
                 Err(Rejected::Invalid(why)) => {
-                    let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut refused = lock(&self.refused);
                     if refused.len() < MAX_VERIFIED {
                         refused.insert(*digest, (why.clone(), Instant::now() + REFUSED_FOR));
                     }
@@ -312,7 +313,7 @@ impl Verifier {
     }
 
     fn may_refetch(&self) -> bool {
-        let mut last = self.last_refetch.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last_refetch);
         if last.is_some_and(|t| t.elapsed() < REFETCH_INTERVAL) {
             return false;
         }

@@ -16,6 +16,7 @@ use crate::mcp::task::{self};
 use crate::text::shown;
 
 use super::{Server, SessionInner, run_guard};
+use crate::sync::lock;
 
 /// Results up to this size go through the built-in adapter on the calling task.
 pub(super) const INLINE_GUARD_BYTES: usize = 64 << 10;
@@ -387,10 +388,7 @@ impl SessionInner {
                         schema: tool.input_schema().to_string(),
                     },
                 )?);
-                self.validators
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, v.clone());
+                lock(&self.validators).insert(key, v.clone());
                 v
             }
         };

@@ -16,6 +16,7 @@ use crate::mcp::cache::now;
 use super::{
     Catalog, FAILURE_COOLDOWN, PromptNames, Server, Session, SessionInner, State, join_all, offered,
 };
+use crate::sync::lock;
 
 pub(super) fn dedupe_names(names: Vec<ToolName>) -> Vec<ToolName> {
     let mut seen = HashSet::new();
@@ -162,7 +163,7 @@ impl Session {
                 }
             });
             {
-                let mut bg = self.background.lock().unwrap_or_else(|p| p.into_inner());
+                let mut bg = lock(&self.background);
                 bg.retain(|h| !h.is_finished());
                 bg.push(task.abort_handle());
             }

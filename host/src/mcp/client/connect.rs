@@ -18,6 +18,7 @@ use crate::mcp::stdio::{Spawn, Stdio};
 use crate::text::shown;
 
 use super::{SessionInner, confinement_line};
+use crate::sync::lock;
 
 pub(super) enum TransportHandle {
     Stdio(Stdio),
@@ -65,7 +66,7 @@ impl SessionInner {
             return Some(signs_in);
         }
         let store = self.opts.credentials.clone()?;
-        let mut all = self.sign_ins.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.sign_ins);
         if let Some(a) = all.get(&spec.name) {
             return Some(a.clone());
         }

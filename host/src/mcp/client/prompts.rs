@@ -17,6 +17,7 @@ use crate::text::shown;
 
 use super::SessionInner;
 use super::content;
+use crate::sync::lock;
 
 /// Messages of one prompt kept at most.
 const MAX_MESSAGES: usize = 256;
@@ -80,7 +81,7 @@ impl SessionInner {
     /// The checked list kept from a moment ago, if still good.
     async fn prompts_kept(&self, server: &str) -> Option<Arc<Checked>> {
         let running = self.start(self.server(server).ok()?).await.ok()?;
-        let kept = running.prompts.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = lock(&running.prompts);
         kept.as_ref()
             .filter(|k| k.at.elapsed() < LIST_FRESH && k.changes == running.conn.prompt_changes())
             .map(|k| k.checked.clone())
@@ -94,7 +95,7 @@ impl SessionInner {
         let changes = running.conn.prompt_changes();
         let (listed, held) = self.prompts_listed(server).await?;
         let checked = Arc::new(Checked { listed, held });
-        *running.prompts.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept {
+        *lock(&running.prompts) = Some(Kept {
             at: Instant::now(),
             changes,
             checked: checked.clone(),

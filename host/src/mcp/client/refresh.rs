@@ -14,6 +14,7 @@ use crate::mcp::cache::{Entry, now};
 
 use super::discovery::{fresh_until, guard_tools, list_tools, pin_tools};
 use super::{Running, Server, SessionInner, State, offered};
+use crate::sync::lock;
 
 /// Least time between two refreshes after `notifications/tools/list_changed`: a server
 /// that says so in a loop gets one refresh a second, not one per message.
@@ -90,10 +91,7 @@ impl SessionInner {
                 }
             }
         });
-        self.background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(task.abort_handle());
+        lock(&self.background).push(task.abort_handle());
     }
 
     /// Refreshes a running server's tools whenever it says its list changed.

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::mcp::McpError;
 
 use super::{Running, SessionInner};
+use crate::sync::lock;
 
 /// Resources one running server is asked to watch at most (one listen stream each).
 const MAX_WATCHED: usize = 64;
@@ -95,7 +96,7 @@ impl SessionInner {
     /// Opens (`on`) or ends the listen stream on which a stateless `server` tells of
     /// changes to the resource at `uri`.
     fn watch(&self, server: &str, running: &Arc<Running>, uri: &str, on: bool) {
-        let mut watched = running.watched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut watched = lock(&running.watched);
         if !on {
             if let Some(listen) = watched.remove(uri) {
                 listen.abort();
@@ -117,9 +118,6 @@ impl SessionInner {
             }
         });
         watched.insert(uri.to_owned(), listen.abort_handle());
-        self.background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(listen.abort_handle());
+        lock(&self.background).push(listen.abort_handle());
     }
 }
