@@ -1138,6 +1138,49 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
         "0",
         "the sign-in is sealed, not stored in the clear"
     );
+
+    // She signs out at replica 0: erased from the vault before the answer, and the
+    // token replica 2 still holds is refused upstream (revoked), so replica 2 asks
+    // her to sign in rather than going on as her.
+    let auth = format!("Bearer {}", s.token("ada"));
+    let out = Client { port: ports[0] }.request(
+        "POST",
+        "/oauth/sign-out?server=acct",
+        &[("authorization", &auth)],
+        "",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(out.body.contains(r#""revoked":"revoked""#), "{}", out.body);
+    assert_eq!(
+        s.pg.query("SELECT count(*) FROM edgar_tokens WHERE principal = 'ada'"),
+        "0"
+    );
+    let asked = there.call(4, "acct__echo", "again");
+    let url = sign_in_url(&asked);
+    // Signed in again through replica 1's callback: replica 2 takes the new sign-in
+    // from the vault.
+    let (port, path) = port_and_path(&url);
+    let at_company = browser_get(port, &path, "ada", None);
+    let back = at_company
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    let identified = browser_get(ports[1], &path, "ada", None);
+    let set = identified
+        .cookie
+        .clone()
+        .unwrap_or_else(|| panic!("no cookie"));
+    let cookie = set.split(';').next().unwrap_or_default().to_owned();
+    let at_upstream = follow(&identified, "ada", None);
+    let back = at_upstream
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    let done = browser_get(ports[1], &path, "ada", Some(&cookie));
+    assert_eq!(done.status, 200, "{}", done.page);
+    assert_eq!(text(&there.call(5, "acct__echo", "back")), "ada said back");
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));
     }

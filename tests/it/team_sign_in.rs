@@ -40,6 +40,8 @@ pub(crate) struct World {
     counter: u32,
     /// The redirect URIs registrations asked for.
     registered: Vec<String>,
+    /// The tokens revoked (RFC 7009), in order.
+    revoked: Vec<String>,
 }
 
 pub(crate) fn lock(w: &Mutex<World>) -> std::sync::MutexGuard<'_, World> {
@@ -68,6 +70,7 @@ pub(crate) fn upstream(world: &Arc<Mutex<World>>, req: &Req) -> Resp {
             vec![],
             json!({"issuer": base, "authorization_endpoint": format!("{base}/authorize"),
                 "token_endpoint": format!("{base}/token"), "registration_endpoint": format!("{base}/register"),
+                "revocation_endpoint": format!("{base}/revoke"),
                 "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"],
                 "authorization_response_iss_parameter_supported": true}),
@@ -135,6 +138,13 @@ pub(crate) fn upstream(world: &Arc<Mutex<World>>, req: &Req) -> Resp {
                 }
                 _ => bad("invalid_grant"),
             }
+        }
+        ("POST", "/revoke") => {
+            let mut w = lock(world);
+            let token = req.param("token").unwrap_or_default();
+            w.tokens.remove(&token);
+            w.revoked.push(token);
+            Resp::Status(200, vec![])
         }
         ("POST", "/mcp") => {
             let w = lock(world);
@@ -658,5 +668,52 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
         !trail.contains("acct-token-") && !trail.contains("code-"),
         "{trail}"
     );
+
+    // Ada signs out: her token is revoked upstream and erased, her next call asks her
+    // to sign in again; Bob's sign-in stays.
+    let sign_out = |auth: Option<&str>, method: &str, query: &str| {
+        let bearer = auth.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str()))
+            .collect();
+        team.request(method, &format!("/oauth/sign-out{query}"), &headers, "")
+    };
+    let ada_token = token("ada", "eng");
+    let a = sign_out(None, "POST", "?server=acct");
+    assert_eq!(a.status, 401, "{}", a.body);
+    assert!(a.head.contains("www-authenticate: bearer"), "{}", a.head);
+    assert_eq!(sign_out(Some(&ada_token), "GET", "").status, 405);
+    let a = sign_out(Some(&ada_token), "POST", "?server=other");
+    assert_eq!(a.status, 404, "{}", a.body);
+    let a = sign_out(Some(&ada_token), "POST", "?server=acct");
+    assert_eq!(a.status, 200, "{}", a.body);
+    let said: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{e}: {}", a.body));
+    assert_eq!(
+        said,
+        json!({"signed_out": [{"server": "acct", "was_signed_in": true, "revoked": "revoked"}]})
+    );
+    let revoked = lock(&world).revoked.clone();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert!(revoked[0].starts_with("acct-token-ada-"), "{revoked:?}");
+    assert_eq!(ada.call(23, "acct__echo", "gone")["error"]["code"], -32042);
+    assert_eq!(text(&bob.call(24, "acct__echo", "still")), "bob said still");
+    // Signed out already: nothing kept, nothing revoked.
+    let a = sign_out(Some(&ada_token), "POST", "");
+    let said: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{e}: {}", a.body));
+    assert_eq!(
+        said["signed_out"],
+        json!([{"server": "acct", "was_signed_in": false, "revoked": "nothing_kept"}])
+    );
+    assert_eq!(lock(&world).revoked.len(), 1);
+    let trail = std::fs::read_to_string(home.path().join("state/audit.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let signed_out = trail
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "signed_out" && l["user"] == "ada")
+        .count();
+    assert_eq!(signed_out, 2, "{trail}");
+    assert!(!trail.contains("acct-token-"), "{trail}");
     finish(team, &tag("sign-in"));
 }

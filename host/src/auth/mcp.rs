@@ -73,6 +73,8 @@ pub struct McpAuth {
 #[derive(Default)]
 struct State {
     loaded: bool,
+    /// When the store was last read (a shared store is read again after [`RECHECK`]).
+    loaded_at: Option<std::time::Instant>,
     creds: Option<Credentials>,
     /// The client used last, kept even when tokens are dropped (re-used for step-up).
     client: Option<Client>,
@@ -82,6 +84,11 @@ struct State {
     /// When a token was last fetched without a human (for [`in_a_row`]).
     last_unattended: Option<std::time::Instant>,
 }
+
+/// How long a sign-in held from a shared store (a team gateway's replicas) is used
+/// before the store is asked again: a user who signed out at another replica is
+/// signed out here within this.
+const RECHECK: Duration = Duration::from_secs(60);
 
 /// Tokens fetched without a human further apart than this are not "in a row".
 const UNATTENDED_WINDOW: Duration = Duration::from_secs(60);
@@ -146,10 +153,12 @@ impl McpAuth {
     }
 
     async fn load(&self, st: &mut State) {
-        if st.loaded {
+        let fresh = !self.store.shared() || st.loaded_at.is_some_and(|t| t.elapsed() < RECHECK);
+        if st.loaded && fresh {
             return;
         }
         st.loaded = true;
+        st.loaded_at = Some(std::time::Instant::now());
         match self.store.read(&self.key).await {
             Ok(Some(secret)) => match serde_json::from_str::<Credentials>(secret.expose()) {
                 Ok(c) => {
@@ -161,13 +170,15 @@ impl McpAuth {
                     "ignoring an unreadable stored sign-in"
                 ),
             },
-            Ok(None) => {}
+            // Signed out (at another replica, when the store is shared).
+            Ok(None) => st.creds = None,
             Err(e) => tracing::debug!(server = self.server, "no stored sign-in: {e}"),
         }
     }
 
     async fn save(&self, st: &mut State, creds: Credentials) {
         st.client = Some(creds.client.clone());
+        st.loaded_at = Some(std::time::Instant::now());
         match serde_json::to_string(&creds) {
             Ok(text) => {
                 if let Err(e) = self.store.write(&self.key, &Secret::new(text)).await {
@@ -753,16 +764,22 @@ impl McpAuth {
         st.refreshed = Some(creds.access_token.clone());
         let _lock = self.lock().await;
         // Another process may have refreshed while this one waited for the lock.
-        if let Ok(Some(stored)) = self.stored().await
-            && stored.access_token != creds.access_token
-        {
-            tracing::debug!(
-                server = self.server,
-                "using the token another process refreshed"
-            );
-            st.client = Some(stored.client.clone());
-            st.creds = Some(stored);
-            return true;
+        match self.stored().await {
+            Ok(Some(stored)) if stored.access_token != creds.access_token => {
+                tracing::debug!(
+                    server = self.server,
+                    "using the token another process refreshed"
+                );
+                st.client = Some(stored.client.clone());
+                st.creds = Some(stored);
+                return true;
+            }
+            // Signed out at another replica: not brought back by refreshing here.
+            Ok(None) if self.store.shared() => {
+                st.creds = None;
+                return false;
+            }
+            _ => {}
         }
         let http = match self.http() {
             Ok(h) => h,
@@ -822,10 +839,14 @@ impl McpAuth {
         sent: Option<&str>,
     ) -> bool {
         let mut st = self.state.lock().await;
+        if self.store.shared() {
+            // Another replica may have signed the user in anew, or out.
+            st.loaded_at = None;
+        }
         self.load(&mut st).await;
         let now = st.creds.as_ref().map(|c| c.access_token.as_str());
         if now.is_some() && now != sent {
-            // Another request already renewed the token.
+            // Another request (or replica) already renewed the token.
             return true;
         }
         if self.client_config.grant.unattended() {

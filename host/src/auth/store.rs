@@ -65,32 +65,54 @@ impl UserSecrets {
         }
     }
 
+    /// The vault's word when there is one (another replica may have signed the user in
+    /// anew, or out), else this process's memory. A vault that cannot be reached says
+    /// none: the user is asked to sign in rather than sent upstream on a token that
+    /// may be signed out.
     async fn read(&self, key: &str) -> Option<Secret> {
-        if let Some(s) = lock(&self.memory).get(key) {
-            return Some(Secret::new(s.clone()));
-        }
-        let (secret, _) = self.vault.as_ref()?.get(key, &self.sub).await?;
-        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
-        Some(secret)
-    }
-
-    fn write(&self, key: &str, secret: &Secret) {
-        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
-        if let Some(v) = &self.vault {
-            v.put(
-                key,
-                &self.sub,
-                secret,
-                std::time::SystemTime::now() + USER_KEPT,
-            );
+        let Some(vault) = &self.vault else {
+            return lock(&self.memory).get(key).cloned().map(Secret::new);
+        };
+        match vault.get(key, &self.sub).await {
+            Some((secret, _)) => {
+                lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
+                Some(secret)
+            }
+            None => {
+                lock(&self.memory).remove(key);
+                None
+            }
         }
     }
 
-    fn erase(&self, key: &str) {
+    /// Keeps the user's sign-in here and in the vault, waiting for the vault: a replica
+    /// asked next finds it.
+    async fn write(&self, key: &str, secret: &Secret) -> Result<(), AuthError> {
+        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
+        let Some(v) = &self.vault else {
+            return Ok(());
+        };
+        let until = std::time::SystemTime::now() + USER_KEPT;
+        v.keep(key, &self.sub, secret, until)
+            .await
+            .map_err(|e| AuthError::Store(format!("the sign-in is not shared: {e}")))
+    }
+
+    /// Erases the user's sign-in here and in the vault, waiting for the vault.
+    async fn erase(&self, key: &str) -> Result<(), AuthError> {
         lock(&self.memory).remove(key);
-        if let Some(v) = &self.vault {
-            v.forget(key, &self.sub);
+        match &self.vault {
+            Some(v) => v
+                .erase(key, &self.sub)
+                .await
+                .map_err(|e| AuthError::Store(format!("the shared sign-in stays: {e}"))),
+            None => Ok(()),
         }
+    }
+
+    /// Whether other processes (replicas) share these secrets.
+    fn shared(&self) -> bool {
+        self.vault.is_some()
     }
 }
 
@@ -106,6 +128,12 @@ impl Store {
             }
             Store::User(_) => "this team gateway's memory (not kept)".into(),
         }
+    }
+
+    /// Whether other processes (a team gateway's replicas) may change these secrets
+    /// while this one holds them: a held sign-in is checked against the store again.
+    pub fn shared(&self) -> bool {
+        matches!(self, Store::User(u) if u.shared())
     }
 
     pub fn memory() -> Store {
@@ -153,10 +181,7 @@ impl Store {
                 lock(m).insert(key.to_owned(), secret.expose().to_owned());
                 Ok(())
             }
-            Store::User(u) => {
-                u.write(key, secret);
-                Ok(())
-            }
+            Store::User(u) => u.write(key, secret).await,
         }
     }
 
@@ -176,11 +201,8 @@ impl Store {
             Store::Memory(m) => {
                 lock(m).remove(key);
             }
-            // The vault forgets in the background: nothing to read back yet.
-            Store::User(u) => {
-                u.erase(key);
-                return Ok(());
-            }
+            // Done when the vault has it erased.
+            Store::User(u) => return u.erase(key).await,
         }
         match self.read(key).await? {
             None => Ok(()),
@@ -363,5 +385,69 @@ mod tests {
             .map(|m| m.permissions().mode() & 0o777)
             .ok();
         assert_eq!(mode, Some(0o600));
+    }
+
+    /// A vault shared by replicas, in memory.
+    #[derive(Default)]
+    struct Shared(Mutex<HashMap<(String, String), String>>);
+
+    impl TokenVault for Shared {
+        fn get(&self, upstream: &str, sub: &str) -> crate::auth::vault::Kept {
+            let kept = lock(&self.0).get(&(upstream.into(), sub.into())).cloned();
+            Box::pin(async move { kept.map(|t| (Secret::new(t), std::time::SystemTime::now())) })
+        }
+        fn put(&self, upstream: &str, sub: &str, token: &Secret, _: std::time::SystemTime) {
+            let row = (upstream.into(), sub.into());
+            lock(&self.0).insert(row, token.expose().to_owned());
+        }
+        fn forget(&self, upstream: &str, sub: &str) {
+            lock(&self.0).remove(&(upstream.into(), sub.into()));
+        }
+        fn keep(
+            &self,
+            upstream: &str,
+            sub: &str,
+            token: &Secret,
+            until: std::time::SystemTime,
+        ) -> crate::auth::vault::Done {
+            self.put(upstream, sub, token, until);
+            Box::pin(async { Ok(()) })
+        }
+        fn erase(&self, upstream: &str, sub: &str) -> crate::auth::vault::Done {
+            self.forget(upstream, sub);
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// Two replicas' stores of one user over one vault: what one signs in or out is what
+    /// the other reads next, whatever it held in memory; another user reads nothing.
+    #[tokio::test]
+    async fn a_users_sign_in_over_a_vault_is_the_vaults_on_every_replica() {
+        let vault: Arc<dyn TokenVault> = Arc::new(Shared::default());
+        let replica = || Store::User(UserSecrets::new("ada", Some(vault.clone())));
+        let (one, two) = (replica(), replica());
+        assert!(one.shared() && !Store::memory().shared());
+        let read = |s: &Store| {
+            let s = s.clone();
+            async move { s.read("acct").await.ok().flatten() }
+        };
+        one.write("acct", &Secret::new("t1"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&two).await, Some(Secret::new("t1")));
+        // Signed in anew at one: the other reads the new sign-in, not what it held.
+        one.write("acct", &Secret::new("t2"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&two).await, Some(Secret::new("t2")));
+        // Signed out at one: gone at the other too.
+        one.erase("acct").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&two).await, None);
+        assert_eq!(read(&one).await, None);
+        two.write("acct", &Secret::new("t3"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bob = Store::User(UserSecrets::new("bob", Some(vault.clone())));
+        assert_eq!(read(&bob).await, None);
     }
 }

@@ -11,6 +11,9 @@ use super::Secret;
 /// A token as a vault gives it back: the token and until when it lives.
 pub type Kept = Pin<Box<dyn Future<Output = Option<(Secret, SystemTime)>> + Send>>;
 
+/// A vault's write or erasure, done when it is: why not, if it failed.
+pub type Done = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
 /// Where tokens are kept beyond this process, by upstream and user. What a vault gives
 /// back for one user must never be another's (the state layer seals each token to its
 /// upstream and user).
@@ -20,4 +23,10 @@ pub trait TokenVault: Send + Sync {
     fn put(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime);
     /// Forgets a token the upstream refused (not waited for).
     fn forget(&self, upstream: &str, sub: &str);
+    /// Keeps a user's own sign-in until `until`, done when the future is: every
+    /// replica that asks after that gets it.
+    fn keep(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime) -> Done;
+    /// Erases a user's token for good (a sign-out), done when the future is: every
+    /// replica that asks after that is told there is none.
+    fn erase(&self, upstream: &str, sub: &str) -> Done;
 }

@@ -861,7 +861,7 @@ impl hyper::body::Body for Streamed {
 /// A team client's token refused: 401 (or 403 for a missing scope, 503 when the
 /// identity provider's keys cannot be had) with the challenge that tells the client
 /// where to sign in. The reason is logged, never the token.
-fn challenge(team: &Team, refusal: &Refusal, peer: Option<SocketAddr>) -> Reply {
+pub(super) fn challenge(team: &Team, refusal: &Refusal, peer: Option<SocketAddr>) -> Reply {
     let (code, reason, text) = match refusal {
         Refusal::Missing => (
             StatusCode::UNAUTHORIZED,

@@ -65,6 +65,12 @@ impl Asked {
         }
         asked.insert((user.to_owned(), server.to_owned()))
     }
+
+    /// Forgets that `user` was asked about `server` (they signed out): their next
+    /// search asks again.
+    pub fn forget(&self, user: &str, server: &str) {
+        lock(&self.0).remove(&(user.to_owned(), server.to_owned()));
+    }
 }
 
 /// Everything the team gateway decides with, shared by every request.

@@ -13,6 +13,7 @@ use super::database::{Pipelined, db_error};
 use super::{Database, StateError};
 use crate::auth::Secret;
 use crate::auth::mcp::exchange::{Kept, TokenVault};
+use crate::auth::vault::Done;
 use crate::seal::Sealer;
 
 /// The sealed tokens table.
@@ -193,6 +194,28 @@ impl TokenVault for SharedTokens {
             "a refused upstream token could not be forgotten",
             async move { inner.forget(&upstream, &sub).await },
         );
+    }
+
+    fn keep(&self, upstream: &str, sub: &str, token: &Secret, until: SystemTime) -> Done {
+        let sealed = self.inner.seal(upstream, sub, token);
+        let (inner, upstream, sub) = (self.inner.clone(), upstream.to_owned(), sub.to_owned());
+        Box::pin(async move {
+            let (nonce, sealed) = sealed.ok_or("the OS random source failed")?;
+            inner
+                .put(&upstream, &sub, &nonce, &sealed, millis(until))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn erase(&self, upstream: &str, sub: &str) -> Done {
+        let (inner, upstream, sub) = (self.inner.clone(), upstream.to_owned(), sub.to_owned());
+        Box::pin(async move {
+            inner
+                .forget(&upstream, &sub)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

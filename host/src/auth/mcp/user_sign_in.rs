@@ -20,7 +20,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
-use super::{Begun, McpAuth};
+use super::{Begun, Logout, McpAuth};
 use crate::auth::bearer::{Authorizer, Challenge, Subject};
 use crate::auth::store::{Store, UserSecrets};
 use crate::auth::vault::TokenVault;
@@ -154,6 +154,19 @@ impl UserSignIns {
         }
     }
 
+    /// Signs `sub` out of `server`: their tokens revoked where the authorization server
+    /// offers it (RFC 7009), then erased here and in the vault (waited for, so no
+    /// replica finds them after). Their next call there asks them to sign in again.
+    pub async fn sign_out(&self, server: &str, sub: &str) -> Result<Logout, AuthError> {
+        let auth = self
+            .server(server)
+            .and_then(|s| s.auth_for(sub))
+            .ok_or_else(|| {
+                AuthError::Config(format!("'{}' is not signed in to per user", shown(server)))
+            })?;
+        auth.logout().await
+    }
+
     /// Begins `sub`'s sign-in to `server`: the authorization URL to send their browser
     /// to, its `state` sealed.
     pub async fn start(&self, server: &str, sub: &str) -> Result<Started, AuthError> {
@@ -163,16 +176,8 @@ impl UserSignIns {
         let auth = signs_in
             .auth_for(sub)
             .ok_or_else(|| AuthError::Config(format!("'{server}' cannot be signed in to")))?;
-        let challenge = signs_in
-            .challenge
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let client = signs_in
-            .client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let challenge = lock(&signs_in.challenge).clone();
+        let client = lock(&signs_in.client).clone();
         auth.adopt_client(client).await;
         let (mut url, begun) = auth.begin(challenge.as_ref(), &self.callback).await?;
         // The next user's sign-in is this client too (registered once, not per user).

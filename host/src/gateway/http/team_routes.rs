@@ -1,5 +1,7 @@
 //! What a team gateway serves besides MCP: its protected resource metadata (RFC 9728,
-//! at the well-known path with and without the resource's path), `/healthz` (the
+//! at the well-known path with and without the resource's path), users' own sign-ins
+//! to upstreams (the callback, and `POST /oauth/sign-out` with the user's bearer
+//! token), `/healthz` (the
 //! process answers), `/readyz` (the issuer's keys are in hand and, with shared state, the audit trail
 //! can be written) and `/metrics` (from
 //! loopback or the addresses the config lists only: tool names are the team's business).
@@ -19,6 +21,8 @@ const METADATA: &str = "/.well-known/oauth-protected-resource";
 
 /// Where a user's browser comes back from an upstream's sign-in page.
 const CALLBACK_PATH: &str = crate::auth::mcp::user_sign_in::CALLBACK_PATH;
+/// Where a user signs out of the upstreams they signed in to themselves.
+const SIGN_OUT_PATH: &str = "/oauth/sign-out";
 /// Where it comes back from the company's sign-in first.
 const IDENTITY_PATH: &str = crate::gateway::team::browser::IDENTITY_PATH;
 
@@ -58,6 +62,15 @@ pub async fn respond(
                 return Some(status(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
             }
             signed_in(team, req, gateway).await
+        }
+        SIGN_OUT_PATH if team.sign_ins.is_some() => {
+            if req.method() != Method::POST {
+                let mut r = status(StatusCode::METHOD_NOT_ALLOWED, "POST only");
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                return Some(r);
+            }
+            signed_out(team, req, peer, gateway).await
         }
         IDENTITY_PATH if team.sign_ins.is_some() => {
             if req.method() != Method::GET {
@@ -152,6 +165,84 @@ async fn signed_in(team: &Team, req: &Request<Body>, gateway: &Gateway) -> Reply
     };
     private(&mut reply);
     reply
+}
+
+/// A user's sign-out (`?server=NAME`, or every server they sign in to themselves),
+/// as the bearer token shows who: their tokens revoked where the upstream's
+/// authorization server offers it and erased on every replica, an audit line each.
+/// JSON: for each server, whether a sign-in was kept and whether it was revoked.
+async fn signed_out(
+    team: &Team,
+    req: &Request<Body>,
+    peer: SocketAddr,
+    gateway: &Gateway,
+) -> Reply {
+    let Some(sign_ins) = &team.sign_ins else {
+        return status(StatusCode::NOT_FOUND, "not found");
+    };
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let principal = match team.verifier.check(authorization).await {
+        Ok(p) => p,
+        Err(refusal) => return super::challenge(team, &refusal, Some(peer)),
+    };
+    let query = req.uri().query().unwrap_or("");
+    let asked = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "server")
+        .map(|(_, v)| v.into_owned());
+    let servers: Vec<String> = match asked {
+        Some(s) if sign_ins.signs_in(&s) => vec![s],
+        Some(s) => {
+            let text = format!(
+                "'{}' is not a server this gateway's users sign in to themselves",
+                crate::text::shown(&s)
+            );
+            return status(StatusCode::NOT_FOUND, &text);
+        }
+        None => sign_ins.servers().map(str::to_owned).collect(),
+    };
+    let sub = principal.sub.as_str();
+    let mut out = Vec::new();
+    for server in servers {
+        let (kept, revoked) = match sign_ins.sign_out(&server, sub).await {
+            Ok(done) => (done.erased, revoked_word(&done.revoked)),
+            Err(e) => {
+                tracing::warn!(server, user = sub, "a sign-out failed: {e}");
+                let text = format!("signing out of '{server}' failed: {e}");
+                return status(StatusCode::SERVICE_UNAVAILABLE, &text);
+            }
+        };
+        team.asked.forget(sub, &server);
+        let line = || {
+            let fields = serde_json::json!({"server": server, "revoked": revoked});
+            gateway.session.audit("signed_out", fields);
+        };
+        crate::trust::audit::ACTOR.sync_scope(sub.to_owned(), line);
+        out.push(serde_json::json!({"server": server, "was_signed_in": kept, "revoked": revoked}));
+    }
+    let body = serde_json::json!({ "signed_out": out })
+        .to_string()
+        .into_bytes();
+    let mut reply = with_body(StatusCode::OK, "application/json", body);
+    private(&mut reply);
+    reply
+}
+
+/// A revocation's outcome, in one word for JSON and the audit trail (a failure's
+/// reason is logged, not sent).
+fn revoked_word(revoked: &crate::auth::mcp::Revoked) -> &'static str {
+    use crate::auth::mcp::Revoked;
+    match revoked {
+        Revoked::Yes => "revoked",
+        Revoked::NotOffered => "not_offered",
+        Revoked::Failed(why) => {
+            tracing::warn!("a signed-out token was not revoked: {why}");
+            "failed"
+        }
+        Revoked::NothingToRevoke => "nothing_kept",
+    }
 }
 
 /// The browser back from the company's sign-in: on to the upstream's sign-in page with
