@@ -3,8 +3,9 @@
 //! searches found ([`found`]), the servers' discoveries ([`discovery`]), the tools'
 //! pins ([`pins`]) and each user's exchanged upstream tokens, sealed ([`tokens`]), kept
 //! in PostgreSQL so any replica can answer any request
-//! and a replica lost loses nothing recorded. The key every replica reads from
-//! `"state_key_file"` keys that chain.
+//! and a replica lost loses nothing recorded; and what one replica tells the others at
+//! once ([`notices`]). The key every replica reads from `"state_key_file"` keys that
+//! chain.
 //!
 //! This layer knows PostgreSQL and the key; it knows nothing of HTTP, MCP or users
 //! beyond the events it is given (the trust layer says what a line is, [`trail`] where
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub mod database;
 pub mod discovery;
 pub mod found;
+pub mod notices;
 pub mod pins;
 pub mod tokens;
 pub mod trail;
@@ -22,6 +24,7 @@ pub mod trail;
 pub use database::Database;
 pub use discovery::SharedDiscovery;
 pub use found::SharedFound;
+pub use notices::Notices;
 pub use pins::SharedPinFiles;
 pub use tokens::SharedTokens;
 pub use trail::Trail;

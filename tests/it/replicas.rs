@@ -1157,8 +1157,10 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     );
     let asked = there.call(4, "acct__echo", "again");
     let url = sign_in_url(&asked);
-    // Signed in again through replica 1's callback: replica 2 takes the new sign-in
-    // from the vault.
+    // Signed in again through replica 1's callback: her session's standing stream on
+    // replica 2 hears that the elicitation is complete, and replica 2 takes the new
+    // sign-in from the vault.
+    let hearing = there.hear_completion();
     let (port, path) = port_and_path(&url);
     let at_company = browser_get(port, &path, "ada", None);
     let back = at_company
@@ -1180,6 +1182,14 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     let (_, path) = port_and_path(&back);
     let done = browser_get(ports[1], &path, "ada", Some(&cookie));
     assert_eq!(done.status, 200, "{}", done.page);
+    let heard = hearing
+        .join()
+        .unwrap_or_else(|_| panic!("the stream's reader failed"));
+    let id = &asked["error"]["data"]["elicitations"][0]["elicitationId"];
+    assert_eq!(
+        heard.map(|m| m["params"]["elicitationId"].clone()),
+        Some(id.clone())
+    );
     assert_eq!(text(&there.call(5, "acct__echo", "back")), "ada said back");
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));

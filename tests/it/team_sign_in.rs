@@ -301,7 +301,7 @@ impl User {
 
     /// Opens the session's standing stream (GET) and waits, on a thread, for the first
     /// `notifications/elicitation/complete` it carries (30 s at most).
-    fn hear_completion(&self) -> std::thread::JoinHandle<Option<Value>> {
+    pub(crate) fn hear_completion(&self) -> std::thread::JoinHandle<Option<Value>> {
         let (port, token, session) = (self.client.port, self.token.clone(), self.session.clone());
         let (opened, ready) = std::sync::mpsc::channel();
         let heard = std::thread::spawn(move || {

@@ -15,11 +15,11 @@ use edgar_host::gateway::http::{self, Secret};
 use edgar_host::gateway::per_user::PerUserServers;
 use edgar_host::gateway::team::browser::Browser;
 use edgar_host::gateway::team::config::SharedState;
-use edgar_host::gateway::team::{Team, TeamConfig, tls};
+use edgar_host::gateway::team::{SIGNED_IN_CHANNEL, Team, TeamConfig, tls};
 use edgar_host::gateway::{Exposure, Gateway};
 use edgar_host::seal::Sealer;
 use edgar_host::state::{
-    SharedDiscovery, SharedFound, SharedPinFiles, SharedTokens, StateKey, Trail,
+    Notices, SharedDiscovery, SharedFound, SharedPinFiles, SharedTokens, StateKey, Trail,
 };
 use edgar_host::tools::search_tool::ToolSearch;
 use edgar_host::trust::audit::AuditLog;
@@ -159,6 +159,12 @@ pub fn run(
                     Some(s) => Some(StateKey::load(&s.key_file)?.sessions_key()),
                     None => None,
                 };
+                // A sign-in finished at one replica reaches the user's streams at all.
+                team.notices = match &team.config.state {
+                    Some(s) => Some(Notices::new(s.database.clone(), SIGNED_IN_CHANNEL)?),
+                    None => None,
+                };
+                team.hear_other_replicas();
                 (Some(Arc::new(team)), tls)
             }
             None => (None, None),

@@ -52,6 +52,9 @@ const MAX_ASKED: usize = 10_000;
 /// told to their sessions' standing streams.
 pub type SignedIn = (Arc<str>, Arc<str>);
 
+/// The channel replicas tell each other of finished sign-ins on (`state::Notices`).
+pub const SIGNED_IN_CHANNEL: &str = "edgar_signed_in";
+
 /// Who a search asked to sign in to what.
 #[derive(Default)]
 pub struct Asked(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
@@ -95,8 +98,11 @@ pub struct Team {
     pub asked: Asked,
     /// Who is at the browser of a user's own sign-in (`browser_client`).
     pub browser: Option<browser::Browser>,
-    /// Sign-ins finished at this replica's callback, for their users' standing streams.
+    /// Sign-ins finished, at this replica's callback or another's, for their users'
+    /// standing streams.
     pub signed_in: tokio::sync::broadcast::Sender<SignedIn>,
+    /// Where replicas sharing state tell each other of finished sign-ins.
+    pub notices: Option<crate::state::Notices>,
 }
 
 impl Team {
@@ -124,7 +130,45 @@ impl Team {
             asked: Default::default(),
             browser: None,
             signed_in: tokio::sync::broadcast::channel(64).0,
+            notices: None,
         })
+    }
+
+    /// Tells `sub`'s standing streams, here and at the other replicas, that their
+    /// sign-in `id` finished (a replica that cannot be told is logged, not waited for).
+    pub async fn tell_signed_in(&self, sub: &str, id: &str) {
+        let _ = self.signed_in.send((sub.into(), id.into()));
+        if let Some(notices) = &self.notices {
+            let text = json!({"sub": sub, "id": id}).to_string();
+            if let Err(e) = notices.tell(&text).await {
+                tracing::warn!("the other replicas are not told of a finished sign-in: {e}");
+            }
+        }
+    }
+
+    /// Passes the finished sign-ins other replicas tell of to this replica's streams,
+    /// for as long as the process runs (nothing without shared state).
+    pub fn hear_other_replicas(&self) {
+        let Some(notices) = &self.notices else {
+            return;
+        };
+        let (mut heard, told) = (notices.hear(), self.signed_in.clone());
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                let text = match heard.recv().await {
+                    Ok(text) => text,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                };
+                let Ok(said) = serde_json::from_str::<Value>(&text) else {
+                    continue;
+                };
+                if let (Some(sub), Some(id)) = (said["sub"].as_str(), said["id"].as_str()) {
+                    let _ = told.send((sub.into(), id.into()));
+                }
+            }
+        });
     }
 
     /// The protected resource metadata document (RFC 9728 §2).

@@ -151,6 +151,39 @@ impl Database {
         Ok(client)
     }
 
+    /// Listens on `channel` (an identifier of edgar's) until the connection ends, each
+    /// notification's payload given to `heard`; `Ok` when the server closed it.
+    pub(super) async fn listen(
+        &self,
+        channel: &str,
+        mut heard: impl FnMut(&str),
+    ) -> Result<(), StateError> {
+        use tokio_postgres::AsyncMessage;
+        let (client, mut connection) = self
+            .config
+            .connect(self.tls.clone())
+            .await
+            .map_err(db_error)?;
+        let sql = format!("LISTEN {channel}");
+        let listen = client.batch_execute(&sql);
+        tokio::pin!(listen);
+        let mut listening = false;
+        loop {
+            tokio::select! {
+                done = &mut listen, if !listening => {
+                    done.map_err(db_error)?;
+                    listening = true;
+                }
+                message = std::future::poll_fn(|cx| connection.poll_message(cx)) => match message {
+                    Some(Ok(AsyncMessage::Notification(n))) => heard(n.payload()),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(db_error(e)),
+                    None => return Ok(()),
+                },
+            }
+        }
+    }
+
     /// Brings the schema up to this build's version (under an advisory lock), and
     /// refuses a database a newer edgar has migrated past.
     pub async fn migrate(&self) -> Result<(), StateError> {

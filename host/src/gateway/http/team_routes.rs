@@ -143,10 +143,8 @@ async fn signed_in(team: &Team, req: &Request<Body>, gateway: &Gateway) -> Reply
             };
             crate::trust::audit::ACTOR.sync_scope(done.sub.clone(), line);
             gateway.session.signed_in(&done.server);
-            // Their sessions' standing streams hear it (none listening: nothing to do).
-            let _ = team
-                .signed_in
-                .send((done.sub.as_str().into(), done.id.as_str().into()));
+            // Their sessions' standing streams hear it, on every replica.
+            team.tell_signed_in(&done.sub, &done.id).await;
             status(
                 StatusCode::OK,
                 &format!(
