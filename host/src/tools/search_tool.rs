@@ -351,6 +351,15 @@ impl ToolSearch {
         scope: &Scope<'_>,
     ) -> SearchReply {
         let (user, allowed) = (scope.user, scope.allowed);
+        // The query is embedded (the encoder loaded first, once per process) on a
+        // blocking thread while the catalog's index is made ready here: on two cores
+        // the one waits for the other no longer than the longer of the two.
+        let q = query.to_owned();
+        let embedding = tokio::task::spawn_blocking(move || {
+            let loaded = semantic::encoder().as_ref().ok()?;
+            let vectors = loaded.encoder.embed(&[q.as_str()], semantic::QUERY_TOKENS);
+            vectors.ok().and_then(|mut v| v.pop())
+        });
         let (index, unavailable) = self.index(session).await;
         let unavailable = if scope.failures_shown || unavailable.is_empty() {
             unavailable
@@ -368,21 +377,10 @@ impl ToolSearch {
             )]
         };
         let query_shown = crate::text::shown(query);
-        let query_vector = match semantic::encoder() {
-            Ok(loaded) if index.has_vectors() => {
-                let q = query.to_owned();
-                tokio::task::spawn_blocking(move || {
-                    loaded
-                        .encoder
-                        .embed(&[q.as_str()], semantic::QUERY_TOKENS)
-                        .ok()
-                        .and_then(|mut v| v.pop())
-                })
-                .await
-                .ok()
-                .flatten()
-            }
-            _ => None,
+        let query_vector = if index.has_vectors() {
+            embedding.await.ok().flatten()
+        } else {
+            None
         };
         let admitted = |limit: usize| -> (Vec<(usize, f32)>, bool) {
             let ranked = index.rank_with(query, query_vector.as_deref(), limit);
