@@ -70,6 +70,9 @@ struct Matrix {
     span: Span,
     rows: usize,
     cols: usize,
+    /// Stored in panels of [`PANEL`] rows (the bundled model's weights; see
+    /// `Expander::take_paneled`), else as [rows, cols].
+    paneled: bool,
 }
 
 /// The word-embedding table: in the store, or packed in the binary.
@@ -98,6 +101,7 @@ trait Source {
             span: self.tensor(name, &[rows, cols])?,
             rows,
             cols,
+            paneled: false,
         })
     }
 }
@@ -114,6 +118,14 @@ impl Source for Tensors<'_> {
 impl Source for Expander {
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Span, ModelError> {
         self.take(name, shape)
+    }
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        Ok(Matrix {
+            span: self.take_paneled(name, (rows, cols), PANEL)?,
+            rows,
+            cols,
+            paneled: true,
+        })
     }
     fn has(&self, name: &str) -> bool {
         Expander::has(self, name)
@@ -293,10 +305,22 @@ impl Encoder {
     fn linear(&self, x: &Array2<f32>, w: &Matrix, b: Span) -> Result<Array2<f32>, ModelError> {
         let (ws, b) = (self.f(w.span)?, self.f(b)?);
         if x.nrows() <= FEW_ROWS {
-            return Ok(few_rows(x, ws, b));
+            return Ok(if w.paneled {
+                paneled_rows(x, ws, b)
+            } else {
+                few_rows(x, ws, b)
+            });
         }
-        let w = ArrayView2::from_shape((w.rows, w.cols), ws).map_err(|e| bad(e.to_string()))?;
-        let mut y = x.dot(&w.t());
+        let mut y = if w.paneled {
+            // Many rows: the panels laid out again as wᵀ, [cols, rows], for the general
+            // product (a copy of the matrix, small beside the product).
+            let wt = unpaneled(ws, w.rows, w.cols);
+            let wt = ArrayView2::from_shape((w.cols, w.rows), &wt);
+            x.dot(&wt.map_err(|e| bad(e.to_string()))?)
+        } else {
+            let w = ArrayView2::from_shape((w.rows, w.cols), ws);
+            x.dot(&w.map_err(|e| bad(e.to_string()))?.t())
+        };
         for mut r in y.rows_mut() {
             for (v, b) in r.iter_mut().zip(b) {
                 *v += b;
@@ -449,6 +473,107 @@ fn few_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
     y
 }
 
+/// Rows of a weight matrix in one panel of the bundled model's layout: three vectors of
+/// eight outputs.
+const PANEL: usize = 24;
+/// Rows of `x` one pass takes: with [`PANEL`], twelve sums kept in registers.
+const ROWS_AT_ONCE: usize = 4;
+
+/// `x · wᵀ + b` for a few rows of `x`, `w` stored in panels (`Expander::take_paneled`):
+/// for each input, its value times its weights to a panel's outputs is added to their
+/// sums, for [`ROWS_AT_ONCE`] rows of `x` at a time. No horizontal sums, and the weights
+/// are read in order (a panel at a time, from cache after its first pass). With AVX2 and
+/// FMA when the processor has them.
+fn paneled_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
+    let mut y = Array2::<f32>::zeros((x.nrows(), b.len()));
+    let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice_mut()) else {
+        return y;
+    };
+    let inner = x.ncols().max(1);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: as in `few_rows`: the processor has AVX2 and FMA, checked just above.
+        #[allow(unsafe_code)]
+        unsafe {
+            paneled_fma(xs, inner, ws, b, ys)
+        };
+        return y;
+    }
+    paneled_in::<false>(xs, inner, ws, b, ys);
+    y
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn paneled_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
+    paneled_in::<true>(xs, inner, ws, b, ys);
+}
+
+#[inline(always)]
+fn paneled_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
+    let out = b.len();
+    let rows = xs.len() / inner;
+    for (p, panel) in ws.chunks_exact(inner * PANEL).enumerate() {
+        let mut t = 0;
+        while t + ROWS_AT_ONCE <= rows {
+            one_panel::<FMA, ROWS_AT_ONCE>(xs, inner, panel, (t, p * PANEL, out), ys);
+            t += ROWS_AT_ONCE;
+        }
+        while t < rows {
+            one_panel::<FMA, 1>(xs, inner, panel, (t, p * PANEL, out), ys);
+            t += 1;
+        }
+    }
+    for row in ys.chunks_exact_mut(out.max(1)) {
+        for (y, b) in row.iter_mut().zip(b) {
+            *y += b;
+        }
+    }
+}
+
+/// Outputs `j..j + PANEL` (of `out`) of rows `t..t + R` of `x`, their sums kept in
+/// registers across every input.
+#[inline(always)]
+fn one_panel<const FMA: bool, const R: usize>(
+    xs: &[f32],
+    inner: usize,
+    panel: &[f32],
+    (t, j, out): (usize, usize, usize),
+    ys: &mut [f32],
+) {
+    let Some(xs) = xs.get(t * inner..(t + R) * inner) else {
+        return;
+    };
+    let mut sums = [[0f32; PANEL]; R];
+    for (k, w) in panel.chunks_exact(PANEL).enumerate().take(inner) {
+        for (r, sum) in sums.iter_mut().enumerate() {
+            let x = xs[r * inner + k];
+            for (s, &w) in sum.iter_mut().zip(w) {
+                *s = if FMA { x.mul_add(w, *s) } else { *s + x * w };
+            }
+        }
+    }
+    for (r, sum) in sums.iter().enumerate() {
+        let at = (t + r) * out + j;
+        if let Some(y) = ys.get_mut(at..at + PANEL) {
+            y.copy_from_slice(sum);
+        }
+    }
+}
+
+/// A paneled [rows, cols] matrix laid out as its transpose, [cols, rows].
+fn unpaneled(ws: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut wt = vec![0f32; rows * cols];
+    for (p, panel) in ws.chunks_exact(cols * PANEL).enumerate() {
+        for (k, w) in panel.chunks_exact(PANEL).enumerate() {
+            if let Some(to) = wt.get_mut(k * rows + p * PANEL..k * rows + (p + 1) * PANEL) {
+                to.copy_from_slice(w);
+            }
+        }
+    }
+    wt
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn few_rows_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
@@ -587,6 +712,49 @@ mod tests {
         let batch = encoder.embed(&many, 128).unwrap_or_else(|e| panic!("{e}"));
         for (a, b) in batch[39].iter().zip(&got[0]) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    /// The paneled kernel, with and without FMA, and the panels laid out again for the
+    /// general product compute what the plain row-at-a-time kernel does, for one row of
+    /// `x` to more than two passes' worth.
+    #[test]
+    fn paneled_weights_multiply_as_the_plain_ones() {
+        let (rows, cols) = (3 * PANEL, 40);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .collect();
+        let mut paneled = vec![0f32; rows * cols];
+        for r in 0..rows {
+            for k in 0..cols {
+                paneled[r / PANEL * cols * PANEL + k * PANEL + r % PANEL] = w[r * cols + k];
+            }
+        }
+        let b: Vec<f32> = (0..rows).map(|j| j as f32 / 10.0).collect();
+        for n in 1..=2 * ROWS_AT_ONCE + 1 {
+            let x = Array2::from_shape_fn((n, cols), |(t, k)| {
+                ((t * 7 + k * 3) % 11) as f32 / 11.0 - 0.5
+            });
+            let want = few_rows(&x, &w, &b);
+            let mut plain = vec![0f32; n * rows];
+            let xs = x.as_slice().unwrap_or_default();
+            paneled_in::<false>(xs, cols, &paneled, &b, &mut plain);
+            let got = paneled_rows(&x, &paneled, &b);
+            assert_eq!(got.dim(), (n, rows));
+            let got = got.as_slice().unwrap_or_default();
+            let want = want.as_slice().unwrap_or_default();
+            for ((g, p), w) in got.iter().zip(&plain).zip(want) {
+                assert!(
+                    (g - w).abs() < 1e-4 && (p - w).abs() < 1e-4,
+                    "{n}: {g} {p} {w}"
+                );
+            }
+        }
+        let wt = unpaneled(&paneled, rows, cols);
+        for r in 0..rows {
+            for k in 0..cols {
+                assert_eq!(wt[k * rows + r], w[r * cols + k]);
+            }
         }
     }
 

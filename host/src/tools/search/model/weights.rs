@@ -4,7 +4,8 @@
 //!   checks every tensor's dtype, shape, bounds and alignment and copies nothing.
 //! - The bundled model (the same, 4-bit, compiled into the binary) keeps its 30,522-row
 //!   word table packed, expanding only the rows a text uses. Its other tensors (10.8M
-//!   values) are expanded to f32 once and kept in the cache directory, so later
+//!   values) are expanded to f32 once, the weight matrices in panels for a query's
+//!   kernel ([`Expander::take_paneled`]), and kept in the cache directory, so later
 //!   processes map them as they map the installed model (expanding costs ~25 ms,
 //!   mapping ~2 ms).
 //!
@@ -23,7 +24,8 @@ const MAX_HEADER: u64 = 1 << 20;
 const GROUP: usize = 32;
 /// The kept expansion's header: this magic, the count of f32s that follow, the model's
 /// id (zero-padded).
-const KEPT_MAGIC: &[u8; 8] = b"edgkept1";
+/// (2: every weight matrix is kept in panels, `Expander::take_paneled`.)
+const KEPT_MAGIC: &[u8; 8] = b"edgkept2";
 const KEPT_HEADER: usize = 64;
 
 /// Where a tensor's f32 values are in a [`Store`]: byte offset and count.
@@ -275,6 +277,50 @@ impl Expander {
             if self.expand {
                 self.out.resize(at + n, 0.0);
                 expand(values, scales, &mut self.out[at..]);
+            }
+        }
+        Ok(Span {
+            at: self.base + at * 4,
+            len: n,
+        })
+    }
+
+    /// `name`'s [rows, cols] weight matrix as f32, in panels of `panel` rows: panel
+    /// `p` holds, for each column `k`, rows `p * panel..(p + 1) * panel` of it side by
+    /// side ([rows / panel][cols][panel]), so a query's few tokens are multiplied
+    /// reading the weights in order, without a horizontal sum (`model::paneled_rows`).
+    /// `rows` must be a multiple of `panel`.
+    pub fn take_paneled(
+        &mut self,
+        name: &str,
+        (rows, cols): (usize, usize),
+        panel: usize,
+    ) -> Result<Span, ModelError> {
+        if panel == 0 || !rows.is_multiple_of(panel) {
+            return Err(bad(format!(
+                "{name}: {rows} rows, not whole panels of {panel}"
+            )));
+        }
+        let n = rows * cols;
+        let (values, scales) = self.packed(name, n)?;
+        let at = self.len;
+        self.len += n;
+        if self.expand {
+            let mut row = vec![0f32; cols];
+            self.out.resize(at + n, 0.0);
+            for r in 0..rows {
+                let v = values.get(r * cols / 2..(r + 1) * cols / 2);
+                let sc = scales.get(r * cols / GROUP * 2..(r + 1) * cols / GROUP * 2);
+                let (Some(v), Some(sc)) = (v, sc) else {
+                    return Err(bad(format!("{name}: a short row")));
+                };
+                expand(v, sc, &mut row);
+                let base = at + r / panel * cols * panel + r % panel;
+                for (k, &w) in row.iter().enumerate() {
+                    if let Some(slot) = self.out.get_mut(base + k * panel) {
+                        *slot = w;
+                    }
+                }
             }
         }
         Ok(Span {
