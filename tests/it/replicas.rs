@@ -1044,11 +1044,37 @@ fn replicas_behind_haproxy_lose_no_audit_line_when_a_replica_or_the_database_die
     drop(setup);
 }
 
+/// Ada's browser follows sign-in link `url`: the company's sign-in, back to the gateway
+/// at replica port `identity` (a balancer may send it to any), the upstream's sign-in,
+/// then the callback at replica port `callback`. The callback's answer.
+fn ada_signs_in(url: &str, identity: u16, callback: u16) -> crate::team_sign_in::Got {
+    use crate::team_sign_in::{browser_get, follow, port_and_path};
+    let (port, path) = port_and_path(url);
+    let at_company = browser_get(port, &path, "ada", None);
+    let back = at_company
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    let identified = browser_get(identity, &path, "ada", None);
+    assert_eq!(identified.status, 302, "{}", identified.page);
+    let set = identified
+        .cookie
+        .clone()
+        .unwrap_or_else(|| panic!("no cookie"));
+    let cookie = set.split(';').next().unwrap_or_default().to_owned();
+    let at_upstream = follow(&identified, "ada", None);
+    let back = at_upstream
+        .location
+        .clone()
+        .unwrap_or_else(|| panic!("no redirect"));
+    let (_, path) = port_and_path(&back);
+    browser_get(callback, &path, "ada", Some(&cookie))
+}
+
 #[test]
 fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_used_by_a_third() {
-    use crate::team_sign_in::{
-        User, World, browser_get, follow, port_and_path, sign_in_url, upstream,
-    };
+    use crate::team_sign_in::{User, World, completed, sign_in_url, upstream};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -1097,27 +1123,7 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     let url = sign_in_url(&ada.rpc(1, "tools/call", search.clone()));
     // Her browser: the company's sign-in, then the balancer sends it to replica 1, the
     // upstream's sign-in, then to replica 0. Each link's state opens on any replica.
-    let (port, path) = port_and_path(&url);
-    let at_company = browser_get(port, &path, "ada", None);
-    let back = at_company
-        .location
-        .clone()
-        .unwrap_or_else(|| panic!("no redirect"));
-    let (_, path) = port_and_path(&back);
-    let identified = browser_get(ports[1], &path, "ada", None);
-    assert_eq!(identified.status, 302, "{}", identified.page);
-    let set = identified
-        .cookie
-        .clone()
-        .unwrap_or_else(|| panic!("no cookie"));
-    let cookie = set.split(';').next().unwrap_or_default().to_owned();
-    let at_upstream = follow(&identified, "ada", None);
-    let back = at_upstream
-        .location
-        .clone()
-        .unwrap_or_else(|| panic!("no redirect"));
-    let (_, path) = port_and_path(&back);
-    let done = browser_get(ports[0], &path, "ada", Some(&cookie));
+    let done = ada_signs_in(&url, ports[1], ports[0]);
     assert_eq!(done.status, 200, "{}", done.page);
 
     // Replica 2 started after it all, with nothing of hers in memory: her session, her
@@ -1161,35 +1167,9 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     // replica 2 hears that the elicitation is complete, and replica 2 takes the new
     // sign-in from the vault.
     let hearing = there.hear_completion();
-    let (port, path) = port_and_path(&url);
-    let at_company = browser_get(port, &path, "ada", None);
-    let back = at_company
-        .location
-        .clone()
-        .unwrap_or_else(|| panic!("no redirect"));
-    let (_, path) = port_and_path(&back);
-    let identified = browser_get(ports[1], &path, "ada", None);
-    let set = identified
-        .cookie
-        .clone()
-        .unwrap_or_else(|| panic!("no cookie"));
-    let cookie = set.split(';').next().unwrap_or_default().to_owned();
-    let at_upstream = follow(&identified, "ada", None);
-    let back = at_upstream
-        .location
-        .clone()
-        .unwrap_or_else(|| panic!("no redirect"));
-    let (_, path) = port_and_path(&back);
-    let done = browser_get(ports[1], &path, "ada", Some(&cookie));
+    let done = ada_signs_in(&url, ports[1], ports[1]);
     assert_eq!(done.status, 200, "{}", done.page);
-    let heard = hearing
-        .join()
-        .unwrap_or_else(|_| panic!("the stream's reader failed"));
-    let id = &asked["error"]["data"]["elicitations"][0]["elicitationId"];
-    assert_eq!(
-        heard.map(|m| m["params"]["elicitationId"].clone()),
-        Some(id.clone())
-    );
+    completed(hearing, &asked);
     assert_eq!(text(&there.call(5, "acct__echo", "back")), "ada said back");
     for r in [r0, r1, r2] {
         assert_eq!(r.stop(), Some(0));

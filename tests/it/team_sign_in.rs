@@ -370,6 +370,19 @@ impl User {
     }
 }
 
+/// What a standing stream `hearing` heard was the completion of the elicitation `asked`
+/// (a -32042 answer) handed out.
+pub(crate) fn completed(hearing: std::thread::JoinHandle<Option<Value>>, asked: &Value) {
+    let heard = hearing
+        .join()
+        .unwrap_or_else(|_| panic!("the stream's reader failed"));
+    let id = &asked["error"]["data"]["elicitations"][0]["elicitationId"];
+    assert_eq!(
+        heard.map(|m| m["params"]["elicitationId"].clone()),
+        Some(id.clone())
+    );
+}
+
 /// The one authorization URL of a -32042 answer.
 pub(crate) fn sign_in_url(m: &Value) -> String {
     assert_eq!(m["error"]["code"], -32042, "{m}");
@@ -572,14 +585,7 @@ fn each_user_signs_in_to_the_upstream_themselves_through_the_gateway() {
     // His session's standing stream hears that the elicitation is complete.
     let hearing = bob.hear_completion();
     assert_eq!(sign_in_as("bob", &url).0.status, 200);
-    let heard = hearing
-        .join()
-        .unwrap_or_else(|_| panic!("the stream's reader failed"));
-    let id = &asked["error"]["data"]["elicitations"][0]["elicitationId"];
-    assert_eq!(
-        heard.map(|m| m["params"]["elicitationId"].clone()),
-        Some(id.clone())
-    );
+    completed(hearing, &asked);
     assert_eq!(text(&bob.call(6, "acct__echo", "yo")), "bob said yo");
     assert_eq!(text(&ada.call(7, "acct__echo", "again")), "ada said again");
     // One client registered for everyone, not one per user.

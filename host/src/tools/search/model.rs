@@ -303,22 +303,23 @@ impl Encoder {
     /// `x · wᵀ + b`, `w` stored as [out, in] as PyTorch keeps it. A few rows (a query)
     /// are multiplied a weight row at a time; more by a general product.
     fn linear(&self, x: &Array2<f32>, w: &Matrix, b: Span) -> Result<Array2<f32>, ModelError> {
-        let (ws, b) = (self.f(w.span)?, self.f(b)?);
-        if x.nrows() <= FEW_ROWS {
-            return Ok(if w.paneled {
-                paneled_rows(x, ws, b)
-            } else {
-                few_rows(x, ws, b)
-            });
+        let b = self.f(b)?;
+        if w.paneled {
+            let wh = self.store.halves(w.span)?;
+            if x.nrows() <= FEW_ROWS {
+                return Ok(paneled_rows(x, wh, b));
+            }
+        } else if x.nrows() <= FEW_ROWS {
+            return Ok(few_rows(x, self.f(w.span)?, b));
         }
         let mut y = if w.paneled {
-            // Many rows: the panels laid out again as wᵀ, [cols, rows], for the general
-            // product (a copy of the matrix, small beside the product).
-            let wt = unpaneled(ws, w.rows, w.cols);
+            // Many rows: the panels laid out again as wᵀ in f32, [cols, rows], for the
+            // general product (a copy of the matrix, small beside the product).
+            let wt = unpaneled(self.store.halves(w.span)?, w.rows, w.cols);
             let wt = ArrayView2::from_shape((w.cols, w.rows), &wt);
             x.dot(&wt.map_err(|e| bad(e.to_string()))?)
         } else {
-            let w = ArrayView2::from_shape((w.rows, w.cols), ws);
+            let w = ArrayView2::from_shape((w.rows, w.cols), self.f(w.span)?);
             x.dot(&w.map_err(|e| bad(e.to_string()))?.t())
         };
         for mut r in y.rows_mut() {
@@ -451,69 +452,84 @@ impl Encoder {
 const FEW_ROWS: usize = 24;
 
 /// `x · wᵀ + b` for a few rows of `x`, one weight row at a time (read once, its dot
-/// products with every row of `x` taken while it is in cache). With AVX2 and FMA when
-/// the processor has them (the build targets baseline x86-64).
+/// products with every row of `x` taken while it is in cache).
 fn few_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
+    #[cfg(target_arch = "x86_64")]
+    return with_kernel(x, ws, b, few_rows_in::<false>, few_rows_fma);
+    #[cfg(not(target_arch = "x86_64"))]
+    with_kernel(x, ws, b, few_rows_in::<false>)
+}
+
+/// A few rows' product by one of the kernels below, into a fresh [rows of `x`, outputs]
+/// matrix: `fma`'s AVX2, FMA and F16C form when the processor has them (the build
+/// targets baseline x86-64), else `plain`.
+fn with_kernel<W>(
+    x: &Array2<f32>,
+    ws: &[W],
+    b: &[f32],
+    plain: Kernel<W>,
+    #[cfg(target_arch = "x86_64")] fma: FmaKernel<W>,
+) -> Array2<f32> {
     let mut y = Array2::<f32>::zeros((x.nrows(), b.len()));
     let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice_mut()) else {
         return y;
     };
     let inner = x.ncols().max(1);
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the processor has AVX2 and FMA (checked just above), the only
-        // requirement of this `target_feature` function, which is otherwise safe code.
+    if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("f16c")
+    {
+        // SAFETY: `fma` is one of this file's `target_feature(enable = "avx2,fma,f16c")`
+        // functions, whose only requirement is that the processor has AVX2, FMA and
+        // F16C, checked just above.
         #[allow(unsafe_code)]
         unsafe {
-            few_rows_fma(xs, inner, ws, b, ys)
+            fma(xs, inner, ws, b, ys)
         };
         return y;
     }
-    few_rows_in::<false>(xs, inner, ws, b, ys);
+    plain(xs, inner, ws, b, ys);
     y
 }
+
+/// A few rows' kernel: `(x, its row length, the weights, the biases, y)`.
+type Kernel<W> = fn(&[f32], usize, &[W], &[f32], &mut [f32]);
+/// A kernel compiled for AVX2, FMA and F16C, callable only where the processor has them.
+#[cfg(target_arch = "x86_64")]
+type FmaKernel<W> = unsafe fn(&[f32], usize, &[W], &[f32], &mut [f32]);
 
 /// Rows of a weight matrix in one panel of the bundled model's layout: three vectors of
 /// eight outputs.
 const PANEL: usize = 24;
-/// Rows of `x` one pass takes: with [`PANEL`], twelve sums kept in registers.
-const ROWS_AT_ONCE: usize = 4;
+/// Rows of `x` one pass takes: with [`PANEL`], nine sums, three widened weights and a
+/// broadcast input in the sixteen vector registers (four rows spilled a sum to memory).
+const ROWS_AT_ONCE: usize = 3;
 
-/// `x · wᵀ + b` for a few rows of `x`, `w` stored in panels (`Expander::take_paneled`):
-/// for each input, its value times its weights to a panel's outputs is added to their
-/// sums, for [`ROWS_AT_ONCE`] rows of `x` at a time. No horizontal sums, and the weights
-/// are read in order (a panel at a time, from cache after its first pass). With AVX2 and
-/// FMA when the processor has them.
-fn paneled_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
-    let mut y = Array2::<f32>::zeros((x.nrows(), b.len()));
-    let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice_mut()) else {
-        return y;
-    };
-    let inner = x.ncols().max(1);
+/// `x · wᵀ + b` for a few rows of `x`, `w` stored in panels of f16
+/// (`Expander::take_paneled`): for each input, its value times its weights to a panel's
+/// outputs (widened to f32) is added to their sums, for [`ROWS_AT_ONCE`] rows of `x` at
+/// a time. No horizontal sums, and the weights are read in order, half the bytes of f32
+/// (a panel at a time, from cache after its first pass).
+fn paneled_rows(x: &Array2<f32>, wh: &[u16], b: &[f32]) -> Array2<f32> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: as in `few_rows`: the processor has AVX2 and FMA, checked just above.
-        #[allow(unsafe_code)]
-        unsafe {
-            paneled_fma(xs, inner, ws, b, ys)
-        };
-        return y;
-    }
-    paneled_in::<false>(xs, inner, ws, b, ys);
-    y
+    return with_kernel(x, wh, b, paneled_in::<false>, paneled_fma);
+    #[cfg(not(target_arch = "x86_64"))]
+    with_kernel(x, wh, b, paneled_in::<false>)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn paneled_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
-    paneled_in::<true>(xs, inner, ws, b, ys);
+#[target_feature(enable = "avx2,fma,f16c")]
+fn paneled_fma(xs: &[f32], inner: usize, wh: &[u16], b: &[f32], ys: &mut [f32]) {
+    paneled_in::<true>(xs, inner, wh, b, ys);
 }
 
+/// With `FMA`, inlined only into [`paneled_fma`] (the processor has AVX2, FMA and F16C).
 #[inline(always)]
-fn paneled_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
+fn paneled_in<const FMA: bool>(xs: &[f32], inner: usize, wh: &[u16], b: &[f32], ys: &mut [f32]) {
     let out = b.len();
     let rows = xs.len() / inner;
-    for (p, panel) in ws.chunks_exact(inner * PANEL).enumerate() {
+    for (p, panel) in wh.chunks_exact(inner * PANEL).enumerate() {
         let mut t = 0;
         while t + ROWS_AT_ONCE <= rows {
             one_panel::<FMA, ROWS_AT_ONCE>(xs, inner, panel, (t, p * PANEL, out), ys);
@@ -537,7 +553,7 @@ fn paneled_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], 
 fn one_panel<const FMA: bool, const R: usize>(
     xs: &[f32],
     inner: usize,
-    panel: &[f32],
+    panel: &[u16],
     (t, j, out): (usize, usize, usize),
     ys: &mut [f32],
 ) {
@@ -545,10 +561,11 @@ fn one_panel<const FMA: bool, const R: usize>(
         return;
     };
     let mut sums = [[0f32; PANEL]; R];
-    for (k, w) in panel.chunks_exact(PANEL).enumerate().take(inner) {
+    for (k, h) in panel.chunks_exact(PANEL).enumerate().take(inner) {
+        let w = widen::<FMA>(h);
         for (r, sum) in sums.iter_mut().enumerate() {
             let x = xs[r * inner + k];
-            for (s, &w) in sum.iter_mut().zip(w) {
+            for (s, &w) in sum.iter_mut().zip(&w) {
                 *s = if FMA { x.mul_add(w, *s) } else { *s + x * w };
             }
         }
@@ -561,13 +578,39 @@ fn one_panel<const FMA: bool, const R: usize>(
     }
 }
 
-/// A paneled [rows, cols] matrix laid out as its transpose, [cols, rows].
-fn unpaneled(ws: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// One input's [`PANEL`] f16 weights as f32: by F16C with `FAST` (only ever inlined
+/// where the processor has it), else one at a time.
+#[inline(always)]
+fn widen<const FAST: bool>(h: &[u16]) -> [f32; PANEL] {
+    let mut w = [0f32; PANEL];
+    #[cfg(target_arch = "x86_64")]
+    if FAST && h.len() >= PANEL {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
+        for (to, from) in w.chunks_exact_mut(8).zip(h.chunks_exact(8)) {
+            // SAFETY: `from` is 8 u16s (16 readable bytes, loaded unaligned), `to` 8
+            // f32s (32 writable bytes, stored unaligned); F16C and AVX are there:
+            // `FAST` is true only in `paneled_fma`'s body, run after the check.
+            #[allow(unsafe_code)]
+            unsafe {
+                let v = _mm256_cvtph_ps(_mm_loadu_si128(from.as_ptr().cast::<__m128i>()));
+                _mm256_storeu_ps(to.as_mut_ptr(), v);
+            }
+        }
+        return w;
+    }
+    for (to, &from) in w.iter_mut().zip(h) {
+        *to = half::f16::from_bits(from).to_f32();
+    }
+    w
+}
+
+/// A paneled [rows, cols] matrix of f16 laid out as its transpose in f32, [cols, rows].
+fn unpaneled(wh: &[u16], rows: usize, cols: usize) -> Vec<f32> {
     let mut wt = vec![0f32; rows * cols];
-    for (p, panel) in ws.chunks_exact(cols * PANEL).enumerate() {
-        for (k, w) in panel.chunks_exact(PANEL).enumerate() {
+    for (p, panel) in wh.chunks_exact(cols * PANEL).enumerate() {
+        for (k, h) in panel.chunks_exact(PANEL).enumerate() {
             if let Some(to) = wt.get_mut(k * rows + p * PANEL..k * rows + (p + 1) * PANEL) {
-                to.copy_from_slice(w);
+                to.copy_from_slice(&widen::<false>(h));
             }
         }
     }
@@ -575,7 +618,7 @@ fn unpaneled(ws: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 fn few_rows_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
     few_rows_in::<true>(xs, inner, ws, b, ys);
 }
@@ -715,19 +758,21 @@ mod tests {
         }
     }
 
-    /// The paneled kernel, with and without FMA, and the panels laid out again for the
-    /// general product compute what the plain row-at-a-time kernel does, for one row of
-    /// `x` to more than two passes' worth.
+    /// The paneled f16 kernel, with and without FMA and F16C, and the panels laid out
+    /// again for the general product compute what the plain row-at-a-time kernel does
+    /// in f32, for one row of `x` to more than two passes' worth.
     #[test]
     fn paneled_weights_multiply_as_the_plain_ones() {
         let (rows, cols) = (3 * PANEL, 40);
+        // Weights f16 holds exactly, so the f32 kernel's result is the one to meet.
         let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
             .collect();
-        let mut paneled = vec![0f32; rows * cols];
+        let mut paneled = vec![0u16; rows * cols];
         for r in 0..rows {
             for k in 0..cols {
-                paneled[r / PANEL * cols * PANEL + k * PANEL + r % PANEL] = w[r * cols + k];
+                let h = half::f16::from_f32(w[r * cols + k]).to_bits();
+                paneled[r / PANEL * cols * PANEL + k * PANEL + r % PANEL] = h;
             }
         }
         let b: Vec<f32> = (0..rows).map(|j| j as f32 / 10.0).collect();

@@ -4,9 +4,9 @@
 //!   checks every tensor's dtype, shape, bounds and alignment and copies nothing.
 //! - The bundled model (the same, 4-bit, compiled into the binary) keeps its 30,522-row
 //!   word table packed, expanding only the rows a text uses. Its other tensors (10.8M
-//!   values) are expanded to f32 once, the weight matrices in panels for a query's
-//!   kernel ([`Expander::take_paneled`]), and kept in the cache directory, so later
-//!   processes map them as they map the installed model (expanding costs ~25 ms,
+//!   values) are expanded once (vectors to f32, the weight matrices to f16 panels for
+//!   a query's kernel, [`Expander::take_paneled`]) and kept in the cache directory, so
+//!   later processes map them as they map the installed model (expanding costs ~25 ms,
 //!   mapping ~2 ms).
 //!
 //! Both end as [`Span`]s into one [`Store`], so the forward pass does not know which.
@@ -24,8 +24,8 @@ const MAX_HEADER: u64 = 1 << 20;
 const GROUP: usize = 32;
 /// The kept expansion's header: this magic, the count of f32s that follow, the model's
 /// id (zero-padded).
-/// (2: every weight matrix is kept in panels, `Expander::take_paneled`.)
-const KEPT_MAGIC: &[u8; 8] = b"edgkept2";
+/// (3: every weight matrix is kept in panels of f16, `Expander::take_paneled`.)
+const KEPT_MAGIC: &[u8; 8] = b"edgkept3";
 const KEPT_HEADER: usize = 64;
 
 /// Where a tensor's f32 values are in a [`Store`]: byte offset and count.
@@ -55,6 +55,17 @@ impl Store {
     /// big-endian machine), their bounds and alignment checked.
     pub fn floats(&self, span: Span) -> Result<&[f32], ModelError> {
         floats(self.bytes(), span).map_err(bad)
+    }
+
+    /// The f16 values (as their bits) at `span` (`len` counts them), checked likewise.
+    pub fn halves(&self, span: Span) -> Result<&[u16], ModelError> {
+        let bytes = span
+            .len
+            .checked_mul(2)
+            .and_then(|n| span.at.checked_add(n))
+            .and_then(|end| self.bytes().get(span.at..end))
+            .ok_or_else(|| bad("past the end of the file".into()))?;
+        <[u16]>::ref_from_bytes(bytes).map_err(|_| bad("not aligned for f16".into()))
     }
 
     /// Keeps an expansion at `path` for later processes to map (best effort: a search
@@ -285,29 +296,31 @@ impl Expander {
         })
     }
 
-    /// `name`'s [rows, cols] weight matrix as f32, in panels of `panel` rows: panel
-    /// `p` holds, for each column `k`, rows `p * panel..(p + 1) * panel` of it side by
-    /// side ([rows / panel][cols][panel]), so a query's few tokens are multiplied
-    /// reading the weights in order, without a horizontal sum (`model::paneled_rows`).
-    /// `rows` must be a multiple of `panel`.
+    /// `name`'s [rows, cols] weight matrix as f16, in panels of `panel` rows: panel `p`
+    /// holds, for each column `k`, rows `p * panel..(p + 1) * panel` of it side by side
+    /// ([rows / panel][cols][panel]), so a query's few tokens are multiplied reading the
+    /// weights in order, half the bytes of f32, without a horizontal sum
+    /// (`model::paneled_rows`). A 4-bit value times its f16 scale rounds to f16 within
+    /// 2⁻¹¹ of itself, far inside the 4-bit step. `rows` must be a multiple of `panel`.
     pub fn take_paneled(
         &mut self,
         name: &str,
         (rows, cols): (usize, usize),
         panel: usize,
     ) -> Result<Span, ModelError> {
-        if panel == 0 || !rows.is_multiple_of(panel) {
+        if panel == 0 || !rows.is_multiple_of(panel) || !cols.is_multiple_of(2) {
             return Err(bad(format!(
-                "{name}: {rows} rows, not whole panels of {panel}"
+                "{name}: {rows}x{cols}, not whole panels of {panel}"
             )));
         }
         let n = rows * cols;
         let (values, scales) = self.packed(name, n)?;
+        // Two f16s to each f32 slot of the store.
         let at = self.len;
-        self.len += n;
+        self.len += n / 2;
         if self.expand {
+            let mut halves = vec![0u16; n];
             let mut row = vec![0f32; cols];
-            self.out.resize(at + n, 0.0);
             for r in 0..rows {
                 let v = values.get(r * cols / 2..(r + 1) * cols / 2);
                 let sc = scales.get(r * cols / GROUP * 2..(r + 1) * cols / GROUP * 2);
@@ -315,12 +328,16 @@ impl Expander {
                     return Err(bad(format!("{name}: a short row")));
                 };
                 expand(v, sc, &mut row);
-                let base = at + r / panel * cols * panel + r % panel;
+                let base = r / panel * cols * panel + r % panel;
                 for (k, &w) in row.iter().enumerate() {
-                    if let Some(slot) = self.out.get_mut(base + k * panel) {
-                        *slot = w;
+                    if let Some(slot) = halves.get_mut(base + k * panel) {
+                        *slot = half::f16::from_f32(w).to_bits();
                     }
                 }
+            }
+            self.out.resize(at + n / 2, 0.0);
+            if let Some(slots) = self.out.get_mut(at..) {
+                slots.as_mut_bytes().copy_from_slice(halves.as_bytes());
             }
         }
         Ok(Span {
