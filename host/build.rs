@@ -1,9 +1,12 @@
 //! Builds the reference guest component (`guest-schema`) so a plain `cargo build`
 //! produces it, and passes its path to the crate as `EDGAR_GUEST_WASM`. Set
-//! `EDGAR_GUEST_WASM` to an already built component to skip the nested build.
+//! `EDGAR_GUEST_WASM` to an already built component to skip the nested build. Also
+//! writes the bundled vocabulary's sorted table (`build/vocab.rs`).
 
 #[path = "build/guest.rs"]
 mod guest;
+#[path = "build/vocab.rs"]
+mod vocab;
 
 use std::process::ExitCode;
 
@@ -18,6 +21,12 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), String> {
+    let dir = |var: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .ok_or_else(|| format!("cargo set no {var}"))
+    };
+    vocab::emit(&dir("CARGO_MANIFEST_DIR")?, &dir("OUT_DIR")?)?;
     println!("cargo:rerun-if-env-changed=EDGAR_GUEST_WASM");
     if let Ok(prebuilt) = std::env::var("EDGAR_GUEST_WASM") {
         println!("cargo:rerun-if-changed={prebuilt}");

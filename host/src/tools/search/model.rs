@@ -16,8 +16,11 @@ use ndarray::{Array2, ArrayView1, ArrayView2, Axis, s};
 
 use super::wordpiece::WordPiece;
 
+mod kernel;
 mod weights;
 
+pub(super) use kernel::dot_product;
+use kernel::{FEW_ROWS, PANEL, few_rows, paneled_rows, unpaneled};
 use weights::{Expander, Packed, Span, Store, Tensors, bad};
 
 pub const DIM: usize = 384;
@@ -34,8 +37,6 @@ const BATCH: usize = 32;
 /// The bundled model (`host/assets/minilm-l6-q4/README.md` says where it comes from and
 /// how to make it again).
 static BUNDLED: &[u8] = include_bytes!("../../../assets/minilm-l6-q4/model.safetensors");
-/// bert-base-uncased's word pieces, shared by both forms.
-static VOCAB: &str = include_str!("../../../assets/minilm-l6-q4/vocab.txt");
 /// Names the bundled model in cache keys: its weights' SHA-256, shortened (a test checks).
 pub const BUNDLED_ID: &str = "minilm-l6-q4-8c50991d";
 
@@ -202,15 +203,19 @@ fn vocabulary(text: &'static str) -> Result<WordPiece, ModelError> {
 
 impl Encoder {
     /// Loads `vocab.txt` and maps `model.safetensors` from `dir` (the installed model),
-    /// checking every tensor it will use. The vocabulary's text is kept for the process
-    /// (231 kB; an encoder is loaded once per process).
+    /// checking every tensor it will use. A vocabulary other than the bundled one is
+    /// kept for the process (231 kB; an encoder is loaded once per process).
     pub fn load(dir: &Path) -> Result<Encoder, ModelError> {
         let vocab_text =
             std::fs::read_to_string(dir.join("vocab.txt")).map_err(|source| ModelError::Io {
                 file: "vocab.txt",
                 source,
             })?;
-        let tokens = vocabulary(Box::leak(vocab_text.into_boxed_str()))?;
+        let tokens = if vocab_text == super::wordpiece::BUNDLED {
+            vocabulary(super::wordpiece::BUNDLED)?
+        } else {
+            vocabulary(Box::leak(vocab_text.into_boxed_str()))?
+        };
         let io = |source| ModelError::Io {
             file: "model.safetensors",
             source,
@@ -244,7 +249,7 @@ impl Encoder {
     /// there by later processes; without `kept`, or when that file is not right, it is
     /// done again.
     pub fn bundled(kept: Option<&Path>) -> Result<Encoder, ModelError> {
-        let tokens = vocabulary(VOCAB)?;
+        let tokens = vocabulary(super::wordpiece::BUNDLED)?;
         let parts = |x: &mut Expander| {
             let words = x.keep_packed("embeddings.word_embeddings.weight", tokens.len(), DIM)?;
             let layers = layers(x)?;
@@ -446,223 +451,6 @@ impl Encoder {
     }
 }
 
-/// Rows up to which [`Encoder::linear`] takes each weight row's dot products itself: for
-/// a query's few tokens a general product spends more in packing the weights (into a
-/// fresh buffer, in a new process) than in multiplying.
-const FEW_ROWS: usize = 24;
-
-/// `x · wᵀ + b` for a few rows of `x`, one weight row at a time (read once, its dot
-/// products with every row of `x` taken while it is in cache).
-fn few_rows(x: &Array2<f32>, ws: &[f32], b: &[f32]) -> Array2<f32> {
-    #[cfg(target_arch = "x86_64")]
-    return with_kernel(x, ws, b, few_rows_in::<false>, few_rows_fma);
-    #[cfg(not(target_arch = "x86_64"))]
-    with_kernel(x, ws, b, few_rows_in::<false>)
-}
-
-/// A few rows' product by one of the kernels below, into a fresh [rows of `x`, outputs]
-/// matrix: `fma`'s AVX2, FMA and F16C form when the processor has them (the build
-/// targets baseline x86-64), else `plain`.
-fn with_kernel<W>(
-    x: &Array2<f32>,
-    ws: &[W],
-    b: &[f32],
-    plain: Kernel<W>,
-    #[cfg(target_arch = "x86_64")] fma: FmaKernel<W>,
-) -> Array2<f32> {
-    let mut y = Array2::<f32>::zeros((x.nrows(), b.len()));
-    let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice_mut()) else {
-        return y;
-    };
-    let inner = x.ncols().max(1);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("f16c")
-    {
-        // SAFETY: `fma` is one of this file's `target_feature(enable = "avx2,fma,f16c")`
-        // functions, whose only requirement is that the processor has AVX2, FMA and
-        // F16C, checked just above.
-        #[allow(unsafe_code)]
-        unsafe {
-            fma(xs, inner, ws, b, ys)
-        };
-        return y;
-    }
-    plain(xs, inner, ws, b, ys);
-    y
-}
-
-/// A few rows' kernel: `(x, its row length, the weights, the biases, y)`.
-type Kernel<W> = fn(&[f32], usize, &[W], &[f32], &mut [f32]);
-/// A kernel compiled for AVX2, FMA and F16C, callable only where the processor has them.
-#[cfg(target_arch = "x86_64")]
-type FmaKernel<W> = unsafe fn(&[f32], usize, &[W], &[f32], &mut [f32]);
-
-/// Rows of a weight matrix in one panel of the bundled model's layout: three vectors of
-/// eight outputs.
-const PANEL: usize = 24;
-/// Rows of `x` one pass takes: with [`PANEL`], nine sums, three widened weights and a
-/// broadcast input in the sixteen vector registers (four rows spilled a sum to memory).
-const ROWS_AT_ONCE: usize = 3;
-
-/// `x · wᵀ + b` for a few rows of `x`, `w` stored in panels of f16
-/// (`Expander::take_paneled`): for each input, its value times its weights to a panel's
-/// outputs (widened to f32) is added to their sums, for [`ROWS_AT_ONCE`] rows of `x` at
-/// a time. No horizontal sums, and the weights are read in order, half the bytes of f32
-/// (a panel at a time, from cache after its first pass).
-fn paneled_rows(x: &Array2<f32>, wh: &[u16], b: &[f32]) -> Array2<f32> {
-    #[cfg(target_arch = "x86_64")]
-    return with_kernel(x, wh, b, paneled_in::<false>, paneled_fma);
-    #[cfg(not(target_arch = "x86_64"))]
-    with_kernel(x, wh, b, paneled_in::<false>)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn paneled_fma(xs: &[f32], inner: usize, wh: &[u16], b: &[f32], ys: &mut [f32]) {
-    paneled_in::<true>(xs, inner, wh, b, ys);
-}
-
-/// With `FMA`, inlined only into [`paneled_fma`] (the processor has AVX2, FMA and F16C).
-#[inline(always)]
-fn paneled_in<const FMA: bool>(xs: &[f32], inner: usize, wh: &[u16], b: &[f32], ys: &mut [f32]) {
-    let out = b.len();
-    let rows = xs.len() / inner;
-    for (p, panel) in wh.chunks_exact(inner * PANEL).enumerate() {
-        let mut t = 0;
-        while t + ROWS_AT_ONCE <= rows {
-            one_panel::<FMA, ROWS_AT_ONCE>(xs, inner, panel, (t, p * PANEL, out), ys);
-            t += ROWS_AT_ONCE;
-        }
-        while t < rows {
-            one_panel::<FMA, 1>(xs, inner, panel, (t, p * PANEL, out), ys);
-            t += 1;
-        }
-    }
-    for row in ys.chunks_exact_mut(out.max(1)) {
-        for (y, b) in row.iter_mut().zip(b) {
-            *y += b;
-        }
-    }
-}
-
-/// Outputs `j..j + PANEL` (of `out`) of rows `t..t + R` of `x`, their sums kept in
-/// registers across every input.
-#[inline(always)]
-fn one_panel<const FMA: bool, const R: usize>(
-    xs: &[f32],
-    inner: usize,
-    panel: &[u16],
-    (t, j, out): (usize, usize, usize),
-    ys: &mut [f32],
-) {
-    let Some(xs) = xs.get(t * inner..(t + R) * inner) else {
-        return;
-    };
-    let mut sums = [[0f32; PANEL]; R];
-    for (k, h) in panel.chunks_exact(PANEL).enumerate().take(inner) {
-        let w = widen::<FMA>(h);
-        for (r, sum) in sums.iter_mut().enumerate() {
-            let x = xs[r * inner + k];
-            for (s, &w) in sum.iter_mut().zip(&w) {
-                *s = if FMA { x.mul_add(w, *s) } else { *s + x * w };
-            }
-        }
-    }
-    for (r, sum) in sums.iter().enumerate() {
-        let at = (t + r) * out + j;
-        if let Some(y) = ys.get_mut(at..at + PANEL) {
-            y.copy_from_slice(sum);
-        }
-    }
-}
-
-/// One input's [`PANEL`] f16 weights as f32: by F16C with `FAST` (only ever inlined
-/// where the processor has it), else one at a time.
-#[inline(always)]
-fn widen<const FAST: bool>(h: &[u16]) -> [f32; PANEL] {
-    let mut w = [0f32; PANEL];
-    #[cfg(target_arch = "x86_64")]
-    if FAST && h.len() >= PANEL {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
-        for (to, from) in w.chunks_exact_mut(8).zip(h.chunks_exact(8)) {
-            // SAFETY: `from` is 8 u16s (16 readable bytes, loaded unaligned), `to` 8
-            // f32s (32 writable bytes, stored unaligned); F16C and AVX are there:
-            // `FAST` is true only in `paneled_fma`'s body, run after the check.
-            #[allow(unsafe_code)]
-            unsafe {
-                let v = _mm256_cvtph_ps(_mm_loadu_si128(from.as_ptr().cast::<__m128i>()));
-                _mm256_storeu_ps(to.as_mut_ptr(), v);
-            }
-        }
-        return w;
-    }
-    for (to, &from) in w.iter_mut().zip(h) {
-        *to = half::f16::from_bits(from).to_f32();
-    }
-    w
-}
-
-/// A paneled [rows, cols] matrix of f16 laid out as its transpose in f32, [cols, rows].
-fn unpaneled(wh: &[u16], rows: usize, cols: usize) -> Vec<f32> {
-    let mut wt = vec![0f32; rows * cols];
-    for (p, panel) in wh.chunks_exact(cols * PANEL).enumerate() {
-        for (k, h) in panel.chunks_exact(PANEL).enumerate() {
-            if let Some(to) = wt.get_mut(k * rows + p * PANEL..k * rows + (p + 1) * PANEL) {
-                to.copy_from_slice(&widen::<false>(h));
-            }
-        }
-    }
-    wt
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn few_rows_fma(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
-    few_rows_in::<true>(xs, inner, ws, b, ys);
-}
-
-#[inline(always)]
-fn few_rows_in<const FMA: bool>(xs: &[f32], inner: usize, ws: &[f32], b: &[f32], ys: &mut [f32]) {
-    let out = b.len();
-    for (j, (w, b)) in ws.chunks_exact(inner).zip(b).enumerate() {
-        for (t, x) in xs.chunks_exact(inner).enumerate() {
-            if let Some(y) = ys.get_mut(t * out + j) {
-                *y = dot::<FMA>(x, w) + b;
-            }
-        }
-    }
-}
-
-/// A dot product (the ranking's cosine of normalized vectors too).
-pub(super) fn dot_product(a: &[f32], b: &[f32]) -> f32 {
-    dot::<false>(a, b)
-}
-
-/// A dot product in sixteen lanes, which the compiler keeps in vector registers.
-#[inline(always)]
-fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 16];
-    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        for k in 0..16 {
-            lanes[k] = if FMA {
-                x[k].mul_add(y[k], lanes[k])
-            } else {
-                lanes[k] + x[k] * y[k]
-            };
-        }
-    }
-    let tail: f32 = a
-        .chunks_exact(16)
-        .remainder()
-        .iter()
-        .zip(b.chunks_exact(16).remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    lanes.iter().sum::<f32>() + tail
-}
-
 fn layer_norm(x: &mut Array2<f32>, (g, b): (&[f32], &[f32])) {
     for mut r in x.rows_mut() {
         let n = r.len() as f32;
@@ -755,51 +543,6 @@ mod tests {
         let batch = encoder.embed(&many, 128).unwrap_or_else(|e| panic!("{e}"));
         for (a, b) in batch[39].iter().zip(&got[0]) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
-        }
-    }
-
-    /// The paneled f16 kernel, with and without FMA and F16C, and the panels laid out
-    /// again for the general product compute what the plain row-at-a-time kernel does
-    /// in f32, for one row of `x` to more than two passes' worth.
-    #[test]
-    fn paneled_weights_multiply_as_the_plain_ones() {
-        let (rows, cols) = (3 * PANEL, 40);
-        // Weights f16 holds exactly, so the f32 kernel's result is the one to meet.
-        let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
-            .collect();
-        let mut paneled = vec![0u16; rows * cols];
-        for r in 0..rows {
-            for k in 0..cols {
-                let h = half::f16::from_f32(w[r * cols + k]).to_bits();
-                paneled[r / PANEL * cols * PANEL + k * PANEL + r % PANEL] = h;
-            }
-        }
-        let b: Vec<f32> = (0..rows).map(|j| j as f32 / 10.0).collect();
-        for n in 1..=2 * ROWS_AT_ONCE + 1 {
-            let x = Array2::from_shape_fn((n, cols), |(t, k)| {
-                ((t * 7 + k * 3) % 11) as f32 / 11.0 - 0.5
-            });
-            let want = few_rows(&x, &w, &b);
-            let mut plain = vec![0f32; n * rows];
-            let xs = x.as_slice().unwrap_or_default();
-            paneled_in::<false>(xs, cols, &paneled, &b, &mut plain);
-            let got = paneled_rows(&x, &paneled, &b);
-            assert_eq!(got.dim(), (n, rows));
-            let got = got.as_slice().unwrap_or_default();
-            let want = want.as_slice().unwrap_or_default();
-            for ((g, p), w) in got.iter().zip(&plain).zip(want) {
-                assert!(
-                    (g - w).abs() < 1e-4 && (p - w).abs() < 1e-4,
-                    "{n}: {g} {p} {w}"
-                );
-            }
-        }
-        let wt = unpaneled(&paneled, rows, cols);
-        for r in 0..rows {
-            for k in 0..cols {
-                assert_eq!(wt[k * rows + r], w[r * cols + k]);
-            }
         }
     }
 

@@ -9,37 +9,94 @@ use unicode_normalization::UnicodeNormalization;
 /// Words longer than this (in chars) are `[UNK]`, as in BERT.
 const MAX_WORD_CHARS: usize = 100;
 
+/// bert-base-uncased's word pieces, which both the bundled and the installed model use.
+pub static BUNDLED: &str = include_str!("../../../assets/minilm-l6-q4/vocab.txt");
+/// [`BUNDLED`]'s pieces in byte order, from the build (`build/vocab.rs` says the format).
+static BUNDLED_ORDER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vocab-order.bin"));
+
 pub struct WordPiece {
-    /// Pieces borrowed from the vocabulary's text (compiled in, or the installed model's,
-    /// kept for the process): no copy of 30,522 strings at every load.
-    vocab: FxHashMap<&'static str, u32>,
+    vocab: Table,
     pub cls: u32,
     pub sep: u32,
     unk: u32,
 }
 
+/// Where a piece's id is found.
+enum Table {
+    /// [`BUNDLED`], by binary search of its order from the build: nothing to do at load.
+    Bundled(&'static [[u8; 8]]),
+    /// Another vocabulary, hashed at load. Pieces are borrowed from its text (kept for
+    /// the process): no copy of 30,522 strings.
+    Hashed(FxHashMap<&'static str, u32>),
+}
+
 impl WordPiece {
     /// A tokenizer over `vocab.txt` text: one piece per line, its line number its id.
+    /// The bundled vocabulary's text (even read from an installed model) takes the table
+    /// from the build.
     pub fn new(vocab_text: &'static str) -> Option<WordPiece> {
-        let mut vocab = FxHashMap::default();
-        vocab.reserve(vocab_text.len() / 8);
-        for (i, l) in vocab_text.lines().enumerate() {
-            vocab.insert(l, i as u32);
-        }
-        Some(WordPiece {
-            cls: *vocab.get("[CLS]")?,
-            sep: *vocab.get("[SEP]")?,
-            unk: *vocab.get("[UNK]")?,
+        let vocab = if vocab_text == BUNDLED {
+            let (entries, rest) = BUNDLED_ORDER.as_chunks::<8>();
+            if !rest.is_empty() {
+                return None;
+            }
+            Table::Bundled(entries)
+        } else {
+            let mut map = FxHashMap::default();
+            map.reserve(vocab_text.len() / 8);
+            for (i, l) in vocab_text.lines().enumerate() {
+                map.insert(l, i as u32);
+            }
+            Table::Hashed(map)
+        };
+        let mut wp = WordPiece {
             vocab,
-        })
+            cls: 0,
+            sep: 0,
+            unk: 0,
+        };
+        wp.cls = wp.id("[CLS]")?;
+        wp.sep = wp.id("[SEP]")?;
+        wp.unk = wp.id("[UNK]")?;
+        Some(wp)
+    }
+
+    /// The bundled vocabulary's tokenizer.
+    pub fn bundled() -> Option<WordPiece> {
+        WordPiece::new(BUNDLED)
     }
 
     pub fn len(&self) -> usize {
-        self.vocab.len()
+        match &self.vocab {
+            Table::Bundled(entries) => entries.len(),
+            Table::Hashed(map) => map.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.vocab.is_empty()
+        self.len() == 0
+    }
+
+    /// `piece`'s id, if the vocabulary has it.
+    fn id(&self, piece: &str) -> Option<u32> {
+        match &self.vocab {
+            Table::Bundled(entries) => {
+                let at = |e: &[u8; 8]| {
+                    let offset = u32::from_le_bytes([e[0], e[1], e[2], e[3]]) as usize;
+                    let len = u16::from_le_bytes([e[4], e[5]]) as usize;
+                    BUNDLED
+                        .as_bytes()
+                        .get(offset..offset + len)
+                        .unwrap_or_default()
+                };
+                let i = entries
+                    .binary_search_by(|e| at(e).cmp(piece.as_bytes()))
+                    .ok()?;
+                let e = entries.get(i)?;
+                Some(u16::from_le_bytes([e[6], e[7]]).into())
+            }
+            Table::Hashed(map) => map.get(piece).copied(),
+        }
     }
 
     /// `[CLS]`, the text's pieces (at most `max - 2`), `[SEP]`.
@@ -74,7 +131,7 @@ impl WordPiece {
                     candidate.push_str("##");
                 }
                 candidate.push_str(&word[start..end]);
-                if let Some(&id) = self.vocab.get(candidate.as_str()) {
+                if let Some(id) = self.id(&candidate) {
                     found = Some(id);
                     break;
                 }
@@ -146,6 +203,27 @@ mod tests {
     fn tiny() -> WordPiece {
         let vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncreate\nissue\n##s\ngit\n##hub\n,\nun\n##aff\n##able\ncafe\n工\n";
         WordPiece::new(vocab).unwrap_or_else(|| panic!("special tokens"))
+    }
+
+    /// The table from the build finds every bundled piece at its line, and nothing
+    /// else; it tokenizes as a hashed table of the same text does.
+    #[test]
+    fn the_bundled_order_finds_each_piece_at_its_line() {
+        let bundled = WordPiece::bundled().unwrap_or_else(|| panic!("the bundled table"));
+        assert!(matches!(bundled.vocab, Table::Bundled(_)));
+        assert_eq!(bundled.len(), BUNDLED.lines().count());
+        for (i, piece) in BUNDLED.lines().enumerate() {
+            assert_eq!(bundled.id(piece), Some(i as u32), "{piece}");
+        }
+        for absent in ["", "##", "zzzzzzzz", "[cls]", "hello world", "\u{0}"] {
+            assert_eq!(bundled.id(absent), None, "{absent}");
+        }
+        // The same text hashed (a copy, so not taken for the bundled one).
+        let copy: &'static str = Box::leak(format!("{BUNDLED}\n").into_boxed_str());
+        let hashed = WordPiece::new(copy).unwrap_or_else(|| panic!("hashed"));
+        assert!(matches!(hashed.vocab, Table::Hashed(_)));
+        let text = "Create a GitHub issue about the flaky CI, in Ünïcödé and 工具 too";
+        assert_eq!(bundled.encode(text, 64), hashed.encode(text, 64));
     }
 
     #[test]
