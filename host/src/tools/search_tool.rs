@@ -266,19 +266,29 @@ impl ToolSearch {
             return (index.clone(), unavailable.clone());
         }
         let before = session.generation();
-        // Which index: the encoder's, or the words-only one. Loading the encoder can take
-        // a while the first time on a machine (the bundled one expands and keeps its
-        // weights): off the async threads.
+        // The index kept for the chosen encoder is read while the encoder loads (the
+        // first time on a machine the bundled one expands and keeps its weights), both
+        // off the async threads; the encoder's own id decides which index is right.
+        let chosen = semantic::chosen_id();
+        let read = |model: &'static str| {
+            let kept = session.search_index(model);
+            tokio::task::spawn_blocking(move || {
+                kept.and_then(|(path, key)| store::load(&path, &key))
+            })
+        };
+        let early = read(chosen);
         let model = tokio::task::spawn_blocking(|| match semantic::encoder() {
             Ok(loaded) => loaded.id,
-            Err(_) => "words",
+            Err(_) => semantic::WORDS_ID,
         })
         .await
-        .unwrap_or("words");
-        if let Some((path, key)) = session.search_index(model)
-            && let Ok(Some(index)) =
-                tokio::task::spawn_blocking(move || store::load(&path, &key)).await
-        {
+        .unwrap_or(semantic::WORDS_ID);
+        let kept = if model == chosen {
+            early.await
+        } else {
+            read(model).await
+        };
+        if let Ok(Some(index)) = kept {
             tracing::debug!(tools = index.len(), "search index loaded from its file");
             let index = Arc::new(index);
             self.lock().index = Some((before, index.clone(), Vec::new()));

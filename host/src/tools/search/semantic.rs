@@ -118,6 +118,20 @@ pub fn choice() -> Choice {
     }
 }
 
+/// The id the chosen encoder's vectors are kept under, known before it loads: an index
+/// kept for it can be read while it does. (An installed model that then fails to load
+/// leaves the bundled one, whose id differs: [`encoder`] has the last word.)
+pub fn chosen_id() -> &'static str {
+    match choice() {
+        Choice::Words(_) => WORDS_ID,
+        Choice::Bundled(_) => BUNDLED_ID,
+        Choice::Installed(_) => INSTALLED_ID,
+    }
+}
+
+/// The id an index without vectors is kept under.
+pub const WORDS_ID: &str = "words";
+
 /// A loaded encoder and the name its vectors are kept under.
 pub struct Loaded {
     pub encoder: Encoder,
