@@ -1121,6 +1121,16 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     );
     let search = json!({"name": "tool_search", "arguments": {"query": "echo"}});
     let url = sign_in_url(&ada.rpc(1, "tools/call", search.clone()));
+    // Asked once, not once per replica: her search at replica 1 answers without asking.
+    let again = ada.at(ports[1]).rpc(9, "tools/call", search.clone());
+    assert!(
+        again["error"].is_null() && again["result"].is_object(),
+        "{again}"
+    );
+    assert_eq!(
+        s.pg.query("SELECT count(*) FROM edgar_asked WHERE principal = 'ada'"),
+        "1"
+    );
     // Her browser: the company's sign-in, then the balancer sends it to replica 1, the
     // upstream's sign-in, then to replica 0. Each link's state opens on any replica.
     let done = ada_signs_in(&url, ports[1], ports[0]);
@@ -1160,6 +1170,11 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
     assert_eq!(
         s.pg.query("SELECT count(*) FROM edgar_tokens WHERE principal = 'ada'"),
         "0"
+    );
+    assert_eq!(
+        s.pg.query("SELECT count(*) FROM edgar_asked WHERE principal = 'ada'"),
+        "0",
+        "signed out, her next search asks again"
     );
     let asked = there.call(4, "acct__echo", "again");
     let url = sign_in_url(&asked);

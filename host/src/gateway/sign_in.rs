@@ -123,7 +123,7 @@ impl Gateway {
             let target = Target::SignIn { server: &name };
             if !self.permits_on(caller, Action::SignIn, target).allowed()
                 || sign_ins.signed_in(&name, &user.principal.sub).await
-                || !team.asked.first(&user.principal.sub, &name)
+                || !team.ask_first(&user.principal.sub, &name).await
             {
                 continue;
             }

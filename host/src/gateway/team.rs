@@ -55,13 +55,18 @@ pub type SignedIn = (Arc<str>, Arc<str>);
 /// The channel replicas tell each other of finished sign-ins on (`state::Notices`).
 pub const SIGNED_IN_CHANNEL: &str = "edgar_signed_in";
 
-/// Who a search asked to sign in to what.
+/// How long a search waits for the database to say whether it asked a user already,
+/// before it goes by this process's memory.
+const ASK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Who a search asked to sign in to what, in this process: the whole memory without
+/// shared state, and what a search falls back on when the database cannot be reached.
 #[derive(Default)]
 pub struct Asked(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
 
 impl Asked {
     /// `true` the first time for `user` and `server`.
-    pub fn first(&self, user: &str, server: &str) -> bool {
+    fn first(&self, user: &str, server: &str) -> bool {
         let mut asked = lock(&self.0);
         if asked.len() >= MAX_ASKED {
             asked.clear();
@@ -69,9 +74,7 @@ impl Asked {
         asked.insert((user.to_owned(), server.to_owned()))
     }
 
-    /// Forgets that `user` was asked about `server` (they signed out): their next
-    /// search asks again.
-    pub fn forget(&self, user: &str, server: &str) {
+    fn forget(&self, user: &str, server: &str) {
         lock(&self.0).remove(&(user.to_owned(), server.to_owned()));
     }
 }
@@ -95,7 +98,7 @@ pub struct Team {
     /// (`"grant": "user_sign_in"`), and the callback that finishes them.
     pub sign_ins: Option<Arc<crate::auth::mcp::user_sign_in::UserSignIns>>,
     /// Who a search asked to sign in to what already.
-    pub asked: Asked,
+    asked: Asked,
     /// Who is at the browser of a user's own sign-in (`browser_client`).
     pub browser: Option<browser::Browser>,
     /// Sign-ins finished, at this replica's callback or another's, for their users'
@@ -135,14 +138,51 @@ impl Team {
     }
 
     /// Tells `sub`'s standing streams, here and at the other replicas, that their
-    /// sign-in `id` finished (a replica that cannot be told is logged, not waited for).
-    pub async fn tell_signed_in(&self, sub: &str, id: &str) {
+    /// sign-in `id` finished. The other replicas are told in a task of its own: the
+    /// user's browser does not wait for the database (a failure is logged).
+    pub fn tell_signed_in(&self, sub: &str, id: &str) {
         let _ = self.signed_in.send((sub.into(), id.into()));
-        if let Some(notices) = &self.notices {
+        if let Some(notices) = self.notices.clone() {
             let text = json!({"sub": sub, "id": id}).to_string();
-            if let Err(e) = notices.tell(&text).await {
-                tracing::warn!("the other replicas are not told of a finished sign-in: {e}");
+            tokio::spawn(async move {
+                if let Err(e) = notices.tell(&text).await {
+                    tracing::warn!("the other replicas are not told of a finished sign-in: {e}");
+                }
+            });
+        }
+    }
+
+    /// Whether a search should ask `user` to sign in to `server`: the first time only,
+    /// at every replica together when they share state (else in this process).
+    pub async fn ask_first(&self, user: &str, server: &str) -> bool {
+        let local = self.asked.first(user, server);
+        let Some(shared) = &self.shared_found else {
+            return local;
+        };
+        let shared = tokio::time::timeout(ASK_WAIT, shared.ask_first(user, server));
+        match shared.await {
+            Ok(Ok(first)) => first,
+            Ok(Err(e)) => {
+                tracing::warn!("whether a search asked already is not known: {e}");
+                local
             }
+            Err(_) => {
+                tracing::warn!("whether a search asked already is not known: no answer in time");
+                local
+            }
+        }
+    }
+
+    /// Forgets that a search asked `user` about `server` (they signed out): their next
+    /// search asks again.
+    pub async fn forget_asked(&self, user: &str, server: &str) -> Result<(), String> {
+        self.asked.forget(user, server);
+        match &self.shared_found {
+            Some(shared) => shared
+                .forget_asked(user, server)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
         }
     }
 

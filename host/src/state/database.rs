@@ -76,6 +76,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
         mac   text  NOT NULL
     );",
     ),
+    (
+        6,
+        "CREATE TABLE edgar_asked (
+        principal text NOT NULL,
+        server    text NOT NULL,
+        asked_at  timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (principal, server)
+    );",
+    ),
 ];
 
 /// Where the shared state lives, and how to reach it.

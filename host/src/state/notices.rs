@@ -17,6 +17,9 @@ pub const MAX_NOTICE_BYTES: usize = 7000;
 
 /// How long a lost listening connection waits before connecting again.
 const RECONNECT: Duration = Duration::from_secs(1);
+/// How long a notice may take to reach the database before it is given up (a hung
+/// database must not hold what sent it).
+const TELL_WAIT: Duration = Duration::from_secs(5);
 
 /// One channel of notices between replicas.
 #[derive(Clone)]
@@ -55,7 +58,8 @@ impl Notices {
         })
     }
 
-    /// Tells every other replica `text` (done when the database has it).
+    /// Tells every other replica `text` (done when the database has it, given up after
+    /// [`TELL_WAIT`]).
     pub async fn tell(&self, text: &str) -> Result<(), StateError> {
         if text.len() > MAX_NOTICE_BYTES {
             return Err(StateError::Database(format!(
@@ -63,14 +67,22 @@ impl Notices {
             )));
         }
         let payload = format!("{}\n{text}", self.inner.origin);
-        self.inner
-            .conn
-            .get()
-            .await?
-            .execute("SELECT pg_notify($1, $2)", &[&self.inner.channel, &payload])
-            .await
-            .map_err(db_error)?;
-        Ok(())
+        let sent = async {
+            self.inner
+                .conn
+                .get()
+                .await?
+                .execute("SELECT pg_notify($1, $2)", &[&self.inner.channel, &payload])
+                .await
+                .map_err(db_error)
+        };
+        match tokio::time::timeout(TELL_WAIT, sent).await {
+            Ok(sent) => sent.map(drop),
+            Err(_) => Err(StateError::Database(format!(
+                "the database did not take a notice in {} s",
+                TELL_WAIT.as_secs()
+            ))),
+        }
     }
 
     /// What the other replicas tell, for as long as the process runs: a task that

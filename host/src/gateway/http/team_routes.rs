@@ -144,7 +144,7 @@ async fn signed_in(team: &Team, req: &Request<Body>, gateway: &Gateway) -> Reply
             crate::trust::audit::ACTOR.sync_scope(done.sub.clone(), line);
             gateway.session.signed_in(&done.server);
             // Their sessions' standing streams hear it, on every replica.
-            team.tell_signed_in(&done.sub, &done.id).await;
+            team.tell_signed_in(&done.sub, &done.id);
             status(
                 StatusCode::OK,
                 &format!(
@@ -212,7 +212,10 @@ async fn signed_out(
                 return status(StatusCode::SERVICE_UNAVAILABLE, &text);
             }
         };
-        team.asked.forget(sub, &server);
+        if let Err(e) = team.forget_asked(sub, &server).await {
+            // Signed out all the same; only their next search will not ask at once.
+            tracing::warn!(server, user = sub, "a search's ask is not forgotten: {e}");
+        }
         let line = || {
             let fields = serde_json::json!({"server": server, "revoked": revoked});
             gateway.session.audit("signed_out", fields);
