@@ -24,15 +24,16 @@ pub fn run(
     note_held(&config);
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
-        if let Some(why) = ToolSearch::semantic_off() {
-            eprintln!("edgar: {why}");
-        }
         let search = ToolSearch::new(reserve).on_embedding(|n| {
             eprintln!(
                 "edgar: embedding {n} tools for semantic search (once; cached for later searches)"
             );
         });
         let mut reply = guarded(&session, search.search(&session, query)).await;
+        // Said after the search, which loaded the encoder beside the index.
+        if let Some(why) = ToolSearch::semantic_off() {
+            eprintln!("edgar: {why}");
+        }
         if let Some(provider) = provider {
             search.lower(&session, &mut reply, provider).await;
             if !json {
@@ -48,6 +49,9 @@ pub fn run(
             writeln!(out, "{}", reply.text())?;
         }
         out.flush()?;
+        // The process ends here: freeing the index's many small allocations one by one
+        // took about 1.5 ms of a 20 ms search, for nothing.
+        std::mem::forget(search);
         Ok(ExitCode::SUCCESS)
     })
 }
