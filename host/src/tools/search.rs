@@ -98,7 +98,22 @@ pub struct SearchIndex {
     /// Schema tokens, counted on first use.
     tokens: Vec<OnceLock<usize>>,
     /// The tools' semantic vectors, [`model::DIM`] floats each, when the model ran.
-    vectors: Option<Vec<f32>>,
+    vectors: Option<Vectors>,
+}
+
+/// The tools' semantic vectors: computed here, or used in place in a mapped index file.
+enum Vectors {
+    Held(Vec<f32>),
+    InPlace(store::Floats),
+}
+
+impl Vectors {
+    fn floats(&self) -> &[f32] {
+        match self {
+            Vectors::Held(v) => v,
+            Vectors::InPlace(f) => f.get(),
+        }
+    }
 }
 
 /// Where the tools' full definitions are: in memory (a built index), or in the index
@@ -250,8 +265,18 @@ impl SearchIndex {
     }
 
     /// Attaches the tools' semantic vectors ([`semantic::tool_vectors`], in tool order).
-    pub fn with_vectors(mut self, vectors: Vec<f32>) -> SearchIndex {
-        if vectors.len() == self.names.len() * model::DIM {
+    pub fn with_vectors(self, vectors: Vec<f32>) -> SearchIndex {
+        self.with(Vectors::Held(vectors))
+    }
+
+    /// Attaches vectors read in place from an index file.
+    fn with_stored_vectors(self, vectors: store::Floats) -> SearchIndex {
+        self.with(Vectors::InPlace(vectors))
+    }
+
+    /// Attaches `vectors` when there is one for each tool.
+    fn with(mut self, vectors: Vectors) -> SearchIndex {
+        if vectors.floats().len() == self.names.len() * model::DIM {
             self.vectors = Some(vectors);
         }
         self
@@ -281,7 +306,7 @@ impl SearchIndex {
         let semantic = match (&self.vectors, query_vector) {
             // A query with no word (punctuation, emoji) has no meaning to compare.
             (Some(v), Some(q)) if q.len() == model::DIM && !text::terms(query).is_empty() => {
-                Some(self.dense(v, q))
+                Some(self.dense(v.floats(), q))
             }
             _ => None,
         };

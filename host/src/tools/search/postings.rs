@@ -3,6 +3,7 @@
 //! sorted, found by binary search), so loading an index allocates nothing per term.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One tool's entry in a term's list: (tool, weight in the name, weight elsewhere).
 pub type Posting = (u32, f32, f32);
@@ -15,9 +16,12 @@ pub enum Postings {
     Stored(Stored),
 }
 
+/// Bytes read in place (an index file's head, mapped), shared by what is read from them.
+pub type Shared = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
 /// Postings read in place: the file's head, and where each term and its list are.
 pub struct Stored {
-    bytes: Vec<u8>,
+    bytes: Shared,
     /// (term start, term length, list start, postings), sorted by term.
     terms: Vec<(u32, u32, u32, u32)>,
 }
@@ -66,7 +70,7 @@ impl Postings {
                 let (_, _, list, count) = s.terms[i];
                 let start = list as usize;
                 Some(List::Stored(
-                    &s.bytes[start..start + count as usize * POSTING_BYTES],
+                    &s.bytes()[start..start + count as usize * POSTING_BYTES],
                 ))
             }
         }
@@ -103,7 +107,7 @@ impl Postings {
                     (
                         // Checked to be UTF-8 when read.
                         std::str::from_utf8(s.term_bytes(at, len)).unwrap_or(""),
-                        List::Stored(&s.bytes[start..start + count as usize * POSTING_BYTES]),
+                        List::Stored(&s.bytes()[start..start + count as usize * POSTING_BYTES]),
                     )
                 })
                 .collect(),
@@ -113,14 +117,15 @@ impl Postings {
 
 impl Stored {
     fn term_bytes(&self, at: u32, len: u32) -> &[u8] {
-        &self.bytes[at as usize..(at + len) as usize]
+        &self.bytes()[at as usize..(at + len) as usize]
     }
 
     /// Reads `terms` terms starting at `at` in `bytes` (each: u32 length, the term, u32
     /// count, count postings) for a catalog of `tools`; `None` unless every term is UTF-8
     /// and in strictly ascending order and every posting names a tool. Returns the
     /// postings and where they end.
-    pub fn read(bytes: Vec<u8>, at: usize, terms: usize, tools: usize) -> Option<(Stored, usize)> {
+    pub fn read(shared: Shared, at: usize, terms: usize, tools: usize) -> Option<(Stored, usize)> {
+        let bytes: &[u8] = (*shared).as_ref();
         if bytes.len() > u32::MAX as usize {
             return None;
         }
@@ -158,7 +163,7 @@ impl Stored {
         }
         Some((
             Stored {
-                bytes,
+                bytes: shared,
                 terms: table,
             },
             p,
@@ -167,6 +172,6 @@ impl Stored {
 
     /// The bytes the postings were read from (the rest of the head follows them).
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        (*self.bytes).as_ref()
     }
 }

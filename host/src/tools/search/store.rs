@@ -1,7 +1,8 @@
 //! The search index on disk, so a warm `tool_search` loads in milliseconds what took a
 //! third of a second to build: the tools' names, schema token counts, postings and
-//! semantic vectors, read in one piece; each tool's definition behind them, read only
-//! when a search returns that tool.
+//! semantic vectors, in one head that is mapped and used in place (nothing copied, and no
+//! fresh memory to fault in: most of a warm search's loading cost); each tool's
+//! definition behind it, read only when a search returns that tool.
 //!
 //! The file is named and headed by a key the caller derives from everything the index
 //! depends on (the configuration's servers, their adapters, the model); the discovery
@@ -12,18 +13,52 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use super::postings::{Postings, Stored as StoredPostings};
-use super::{SearchIndex, model};
+use memmap2::{Mmap, MmapOptions};
+use zerocopy::FromBytes;
+
+use super::postings::{Postings, Shared, Stored as StoredPostings};
+use super::{SearchIndex, Vectors, model};
 use crate::guard::ToolName;
 use crate::guard::{CachedTool, SanitizedTool};
 
-const MAGIC: &[u8; 8] = b"edgsrch\x01";
+const MAGIC: &[u8; 8] = b"edgsrch\x02";
 /// Largest index file read (a 10,000-tool catalog with vectors is about 40 MB).
 const MAX_FILE: u64 = 1 << 30;
 /// Most tools one file may claim (bounds what a corrupt count can allocate).
 const MAX_TOOLS: usize = 1 << 20;
+
+/// The file's head, mapped read-only.
+struct Head {
+    map: Mmap,
+}
+
+impl AsRef<[u8]> for Head {
+    fn as_ref(&self) -> &[u8] {
+        self.map.get(8..).unwrap_or_default()
+    }
+}
+
+/// The tools' vectors in place in a mapped head: `len` f32s at byte `at`, checked
+/// aligned and in bounds when read.
+pub struct Floats {
+    head: Shared,
+    at: usize,
+    len: usize,
+}
+
+impl Floats {
+    /// The vectors (checked again: cheap, and no panic path).
+    pub fn get(&self) -> &[f32] {
+        let bytes: &[u8] = (*self.head).as_ref();
+        self.at
+            .checked_add(self.len * 4)
+            .and_then(|end| bytes.get(self.at..end))
+            .and_then(|b| <[f32]>::ref_from_bytes(b).ok())
+            .unwrap_or_default()
+    }
+}
 
 /// The stored tool definitions: where each is in the file, decoded on first use.
 pub struct Stored {
@@ -109,7 +144,12 @@ pub fn write(index: &SearchIndex, path: &Path, key: &str) -> std::io::Result<()>
         }
     }
     if let Some(v) = &index.vectors {
-        for x in v {
+        // Aligned for f32 in the file (the head starts at byte 8), so a reader maps them
+        // and uses them in place.
+        while !(8 + head.len()).is_multiple_of(4) {
+            head.push(0);
+        }
+        for x in v.floats() {
             head.extend_from_slice(&x.to_le_bytes());
         }
     }
@@ -137,13 +177,23 @@ pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
     if head_len > size - 8 {
         return None;
     }
-    let mut head = vec![0u8; head_len as usize];
-    file.read_exact_at(&mut head, 8).ok()?;
+    // SAFETY: the map is read-only and private to this process. The file is edgar's own
+    // cache file, only ever replaced whole by a rename (`paths::write_atomic`), which
+    // leaves this map on the file it had; were it truncated in place while mapped,
+    // reading the lost pages would fault: the contract of the kept model weights
+    // (`model/weights.rs`). Every read from it below is bounds-checked.
+    #[allow(unsafe_code)]
+    let map = unsafe {
+        MmapOptions::new()
+            .len(usize::try_from(8 + head_len).ok()?)
+            .populate()
+            .map(&file)
+    }
+    .ok()?;
+    let shared: Shared = Arc::new(Head { map });
+    let head: &[u8] = (*shared).as_ref();
     let bodies_at = 8 + head_len;
-    let mut r = Reader {
-        bytes: &head,
-        at: 0,
-    };
+    let mut r = Reader { bytes: head, at: 0 };
     if r.take(MAGIC.len())? != MAGIC || r.str()? != key {
         return None;
     }
@@ -181,23 +231,40 @@ pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
         }
         at.push((start, len));
     }
-    // The postings stay in the head's bytes, used in place.
+    // The postings and the vectors stay in the head's bytes, used in place.
     let start = r.at;
-    let (postings, end) = StoredPostings::read(head, start, terms, n)?;
+    let (postings, end) = StoredPostings::read(shared.clone(), start, terms, n)?;
     let mut r = Reader {
-        bytes: postings.bytes(),
+        bytes: head,
         at: end,
     };
     let vectors = if dim == 0 {
         None
     } else {
-        let bytes = r.take(n.checked_mul(dim)?.checked_mul(4)?)?;
-        Some(
-            bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect::<Vec<f32>>(),
-        )
+        while !(8 + r.at).is_multiple_of(4) {
+            if r.take(1)? != [0] {
+                return None;
+            }
+        }
+        let (at, len) = (r.at, n.checked_mul(dim)?);
+        let bytes = r.take(len.checked_mul(4)?)?;
+        // In place where the file's order is the machine's and the floats are aligned
+        // (they are written so), else converted.
+        let in_place = cfg!(target_endian = "little") && <[f32]>::ref_from_bytes(bytes).is_ok();
+        Some(if in_place {
+            Vectors::InPlace(Floats {
+                head: shared.clone(),
+                at,
+                len,
+            })
+        } else {
+            Vectors::Held(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            )
+        })
     };
     if r.left() != 0 {
         return None;
@@ -214,7 +281,8 @@ pub fn load(path: &Path, key: &str) -> Option<SearchIndex> {
         tokens,
     );
     Some(match vectors {
-        Some(v) => index.with_vectors(v),
+        Some(Vectors::InPlace(v)) => index.with_stored_vectors(v),
+        Some(Vectors::Held(v)) => index.with_vectors(v),
         None => index,
     })
 }
@@ -311,6 +379,11 @@ mod tests {
         let loaded = load(&path, "k").unwrap_or_else(|| panic!("not loaded"));
         assert_eq!(loaded.len(), built.len());
         assert!(loaded.has_vectors());
+        // Used in place in the mapped head, not copied (they are written aligned).
+        assert_eq!(
+            matches!(loaded.vectors, Some(Vectors::InPlace(_))),
+            cfg!(target_endian = "little")
+        );
         let q = vec![0.1f32; model::DIM];
         for query in ["rename a file", "create_issue", "fs/read_flie", "issue"] {
             assert_eq!(ranked(&loaded, query, None), ranked(&built, query, None));
