@@ -59,7 +59,7 @@ impl Notices {
     }
 
     /// Tells every other replica `text` (done when the database has it, given up after
-    /// [`TELL_WAIT`]).
+    /// 5 s).
     pub async fn tell(&self, text: &str) -> Result<(), StateError> {
         if text.len() > MAX_NOTICE_BYTES {
             return Err(StateError::Database(format!(
