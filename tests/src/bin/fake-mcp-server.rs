@@ -3,7 +3,8 @@
 //!
 //! Modes: good, garbage, stderr-flood, silent, old-version, exit-mid-call,
 //! ignore-eof, grandchild, huge-line, wrong-ids, endless-pages, notification-flood,
-//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, fat-initialize, slow-init (answers initialize after 6 s), deep (answers tools/list with a
+//! server-requests, hostile-names, list-changed, list-storm, request-flood, tiny-values, fat-initialize, slow-init (answers initialize after 6 s, or once the file `FAKE_GATE` names
+//! exists), deep (answers tools/list with a
 //! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
@@ -64,7 +65,7 @@ fn main() {
             "initialize" => match mode.as_str() {
                 "silent" => continue,
                 "slow-init" => {
-                    std::thread::sleep(Duration::from_millis(6000));
+                    wait_for_gate();
                     json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "slow", "version": "1"}})
                 }
                 "huge-line" => {
@@ -417,4 +418,19 @@ fn read_reply(input: &mut impl BufRead) -> Value {
     let mut line = String::new();
     let _ = input.read_line(&mut line);
     serde_json::from_str(&line).unwrap_or(Value::Null)
+}
+
+/// Holds a slow start: until the file `FAKE_GATE` names exists (at most two minutes),
+/// or for 6 s without one. A gate lets a test decide when the server is ready.
+fn wait_for_gate() {
+    let Ok(gate) = std::env::var("FAKE_GATE") else {
+        std::thread::sleep(Duration::from_millis(6000));
+        return;
+    };
+    for _ in 0..6000 {
+        if std::path::Path::new(&gate).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -137,10 +137,14 @@ impl Session {
         let mut failures = Vec::new();
         let mut pending = Vec::new();
         let mut running = Vec::new();
+        let mut starting = Vec::new();
         for name in names {
-            // Already being started (by an earlier bounded wait): do not start it twice.
-            if self.server(name).is_ok_and(|s| s.state.try_lock().is_err()) {
-                pending.push(name.clone());
+            // Already being started (by an earlier bounded wait): not started twice, but
+            // waited for within this budget like the rest.
+            if let Ok(server) = self.server(name)
+                && server.state.try_lock().is_err()
+            {
+                starting.push(server.clone());
                 continue;
             }
             let inner = self.0.clone();
@@ -178,6 +182,22 @@ impl Session {
                     reason: format!("its discovery stopped: {e}"),
                 }),
                 Err(_) => pending.push(name),
+            }
+        }
+        for server in starting {
+            let name = server.spec.name.clone();
+            let Ok(state) = tokio::time::timeout_at(deadline, server.state.lock()).await else {
+                pending.push(name);
+                continue;
+            };
+            match &*state {
+                State::Running(r) => tools.extend(offered(&server.spec, r.tools()).iter().cloned()),
+                State::Failed(reason) => failures.push(McpError::Failed {
+                    server: name,
+                    reason: reason.clone(),
+                }),
+                // Its start ended without tools or a failure (a per-user sign-in it needs).
+                State::Idle => pending.push(name),
             }
         }
         (tools, failures, pending)
