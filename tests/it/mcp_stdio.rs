@@ -246,15 +246,16 @@ async fn a_200_mb_stderr_flood_neither_blocks_nor_fills_memory() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_fails_at_its_deadline_and_stays_failed() {
-    let h = Harness::fake_with("silent", |s| s.startup_timeout = Duration::from_millis(800));
+    let h = Harness::fake_with("silent", |s| s.startup_timeout = Duration::from_secs(2));
     let t = Instant::now();
     let e = err(h.session.tools("fake").await);
-    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     assert!(e.to_string().contains("initialize"), "{e}");
+    // Stays failed: the call is refused without a second start, which would take 2 s.
     let t = Instant::now();
     let e = err(h.session.call("fake/echo", json!({})).await);
     assert!(matches!(e, McpError::Failed { .. }), "{e}");
-    assert!(t.elapsed() < Duration::from_millis(200));
+    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
     h.session
         .reset("fake")
         .await
