@@ -255,7 +255,11 @@ async fn a_server_that_never_answers_fails_at_its_deadline_and_stays_failed() {
     let t = Instant::now();
     let e = err(h.session.call("fake/echo", json!({})).await);
     assert!(matches!(e, McpError::Failed { .. }), "{e}");
-    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
     h.session
         .reset("fake")
         .await
