@@ -1155,10 +1155,39 @@ fn a_users_own_upstream_sign_in_begun_on_one_replica_is_finished_on_another_and_
         "the sign-in is sealed, not stored in the clear"
     );
 
+    // A sign-out the vault refuses (a trigger of the test's own) says so, 503 with the
+    // reason per server, and keeps nothing back: her row is still there to erase.
+    let auth = format!("Bearer {}", s.token("ada"));
+    s.pg.query(
+        "CREATE FUNCTION edgar_test_refuse() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+         CREATE TRIGGER edgar_test_refuse BEFORE DELETE ON edgar_tokens \
+         FOR EACH ROW EXECUTE FUNCTION edgar_test_refuse();",
+    );
+    let out = Client { port: ports[0] }.request(
+        "POST",
+        "/oauth/sign-out",
+        &[("authorization", &auth)],
+        "",
+    );
+    assert_eq!(out.status, 503, "{}", out.body);
+    let said: Value =
+        serde_json::from_str(&out.body).unwrap_or_else(|e| panic!("{e}: {}", out.body));
+    let error = said["signed_out"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("signing out of 'acct' failed"),
+        "{}",
+        out.body
+    );
+    assert_eq!(
+        s.pg.query("SELECT count(*) FROM edgar_tokens WHERE principal = 'ada'"),
+        "1"
+    );
+    s.pg.query("DROP TRIGGER edgar_test_refuse ON edgar_tokens");
+
     // She signs out at replica 0: erased from the vault before the answer, and the
     // token replica 2 still holds is refused upstream (revoked), so replica 2 asks
     // her to sign in rather than going on as her.
-    let auth = format!("Bearer {}", s.token("ada"));
     let out = Client { port: ports[0] }.request(
         "POST",
         "/oauth/sign-out?server=acct",

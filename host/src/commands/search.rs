@@ -100,10 +100,17 @@ pub fn model(cmd: SearchModelCommand) -> anyhow::Result<ExitCode> {
             match semantic::choice() {
                 semantic::Choice::Installed(dir) => {
                     match semantic::encoder() {
-                        Ok(l) => println!("in use: {} (installed in {})", l.name, dir.display()),
+                        Ok(l) if l.id == semantic::chosen_id() => {
+                            println!("in use: {} (installed in {})", l.name, dir.display())
+                        }
+                        Ok(l) => println!(
+                            "in use: {}, bundled, since the installed model in {} does not load (below)",
+                            l.name,
+                            dir.display()
+                        ),
                         Err(why) => println!("in use: none, ranking by words only: {why}"),
                     }
-                    ok &= print_installed(&dir);
+                    ok &= print_installed(dir);
                 }
                 semantic::Choice::Bundled(why) => {
                     println!(

@@ -168,7 +168,8 @@ async fn signed_in(team: &Team, req: &Request<Body>, gateway: &Gateway) -> Reply
 /// A user's sign-out (`?server=NAME`, or every server they sign in to themselves),
 /// as the bearer token shows who: their tokens revoked where the upstream's
 /// authorization server offers it and erased on every replica, an audit line each.
-/// JSON: for each server, whether a sign-in was kept and whether it was revoked.
+/// JSON: for each server, whether a sign-in was kept and whether it was revoked, or
+/// why its sign-out failed (then 503).
 async fn signed_out(
     team: &Team,
     req: &Request<Body>,
@@ -203,13 +204,18 @@ async fn signed_out(
     };
     let sub = principal.sub.as_str();
     let mut out = Vec::new();
+    let mut failed = false;
+    // Each server is tried, whatever another's outcome: a failure midway must not leave
+    // the rest signed in unsaid. Any failure answers 503; signing out again is safe.
     for server in servers {
         let (kept, revoked) = match sign_ins.sign_out(&server, sub).await {
             Ok(done) => (done.erased, revoked_word(&done.revoked)),
             Err(e) => {
                 tracing::warn!(server, user = sub, "a sign-out failed: {e}");
-                let text = format!("signing out of '{server}' failed: {e}");
-                return status(StatusCode::SERVICE_UNAVAILABLE, &text);
+                failed = true;
+                let error = format!("signing out of '{server}' failed: {e}; try again");
+                out.push(serde_json::json!({"server": server, "error": error}));
+                continue;
             }
         };
         if let Err(e) = team.forget_asked(sub, &server).await {
@@ -226,7 +232,12 @@ async fn signed_out(
     let body = serde_json::json!({ "signed_out": out })
         .to_string()
         .into_bytes();
-    let mut reply = with_body(StatusCode::OK, "application/json", body);
+    let code = if failed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let mut reply = with_body(code, "application/json", body);
     private(&mut reply);
     reply
 }

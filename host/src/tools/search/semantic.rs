@@ -94,8 +94,14 @@ pub enum Choice {
     Words(String),
 }
 
-/// What [`ENCODER_VAR`] and the model directory say.
-pub fn choice() -> Choice {
+/// What [`ENCODER_VAR`] and the model directory say, read once a process (so a bad
+/// value is warned about once, and the index read early and the encoder agree).
+pub fn choice() -> &'static Choice {
+    static CHOICE: OnceLock<Choice> = OnceLock::new();
+    CHOICE.get_or_init(choose)
+}
+
+fn choose() -> Choice {
     match std::env::var(ENCODER_VAR).as_deref() {
         Ok("words") => return Choice::Words(format!("{ENCODER_VAR}=words")),
         Ok("bundled") => return Choice::Bundled(format!("{ENCODER_VAR}=bundled")),
@@ -158,9 +164,9 @@ pub fn encoder() -> &'static Result<Loaded, String> {
                 .map_err(|e| e.to_string())
         };
         match choice() {
-            Choice::Words(why) => Err(why),
+            Choice::Words(why) => Err(why.clone()),
             Choice::Bundled(_) => bundled(),
-            Choice::Installed(dir) => match Encoder::load(&dir) {
+            Choice::Installed(dir) => match Encoder::load(dir) {
                 Ok(encoder) => Ok(Loaded {
                     encoder,
                     id: INSTALLED_ID,
