@@ -1133,6 +1133,77 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A sign-in held from a shared store is believed for [`RECHECK`], then the store
+    /// is asked again: a sign-out at another replica reaches this one within it.
+    #[tokio::test]
+    async fn a_shared_sign_in_is_read_again_after_the_recheck() {
+        use crate::auth::store::{MemoryVault, UserSecrets};
+        use std::sync::Arc;
+        let vault: Arc<dyn crate::auth::vault::TokenVault> = Arc::new(MemoryVault::default());
+        let replica = || Store::User(UserSecrets::new("ada", Some(vault.clone())));
+        let here = McpAuth::new(
+            &ServerSpec::http("s", "https://mcp.example/"),
+            replica(),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let elsewhere = replica();
+        let creds = Credentials {
+            access_token: "t1".into(),
+            refresh_token: None,
+            expires_at: None,
+            obtained_at: None,
+            scope: None,
+            resource: "https://mcp.example/".into(),
+            token_endpoint: "https://as.example/token".into(),
+            client: token::Client {
+                id: "c".into(),
+                secret: None,
+                method: "none".into(),
+                issuer: None,
+            },
+            wanted_scope: None,
+            revocation_endpoint: None,
+        };
+        let text = serde_json::to_string(&creds).unwrap_or_else(|e| panic!("{e}"));
+        elsewhere
+            .write(&here.key, &Secret::new(text))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut st = State::default();
+        here.load(&mut st).await;
+        assert_eq!(
+            st.creds.as_ref().map(|c| c.access_token.as_str()),
+            Some("t1")
+        );
+        // Signed out at another replica: still held here within the recheck ...
+        elsewhere
+            .erase(&here.key)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        here.load(&mut st).await;
+        assert!(st.creds.is_some());
+        // ... and gone once it has passed.
+        st.loaded_at = std::time::Instant::now().checked_sub(RECHECK + Duration::from_secs(1));
+        assert!(st.loaded_at.is_some());
+        here.load(&mut st).await;
+        assert!(st.creds.is_none());
+        // A store only this process has is not asked again.
+        let alone = McpAuth::new(
+            &ServerSpec::http("s", "https://mcp.example/"),
+            Store::memory(),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut st = State::default();
+        alone.load(&mut st).await;
+        let at = st.loaded_at;
+        st.loaded_at = at.and_then(|t| t.checked_sub(RECHECK + Duration::from_secs(1)));
+        let before = st.loaded_at;
+        alone.load(&mut st).await;
+        assert_eq!(st.loaded_at, before);
+    }
+
     #[test]
     fn unattended_fetches_count_only_in_a_row() {
         let t0 = std::time::Instant::now();

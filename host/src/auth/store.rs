@@ -38,20 +38,26 @@ pub enum Store {
 /// How long a user's sign-in is kept in a vault: its refresh token may live that long.
 const USER_KEPT: Duration = Duration::from_secs(30 * 86_400);
 
-/// A team gateway user's secrets: in memory, and in the replicas' vault when there is
-/// one (sealed there to the entry and the user, so it is never another's).
+/// A team gateway user's secrets: in the replicas' vault when there is one (sealed
+/// there to the entry and the user, so it is never another's), else in this process's
+/// memory. Never both: with a vault, the vault alone has the last word.
 #[derive(Clone)]
 pub struct UserSecrets {
     sub: Arc<str>,
-    memory: Arc<Mutex<HashMap<String, String>>>,
-    vault: Option<Arc<dyn TokenVault>>,
+    held: Held,
+}
+
+#[derive(Clone)]
+enum Held {
+    Memory(Arc<Mutex<HashMap<String, String>>>),
+    Vault(Arc<dyn TokenVault>),
 }
 
 impl std::fmt::Debug for UserSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UserSecrets")
             .field("sub", &self.sub)
-            .field("vault", &self.vault.is_some())
+            .field("vault", &self.shared())
             .finish_non_exhaustive()
     }
 }
@@ -60,8 +66,10 @@ impl UserSecrets {
     pub fn new(sub: &str, vault: Option<Arc<dyn TokenVault>>) -> UserSecrets {
         UserSecrets {
             sub: sub.into(),
-            memory: Arc::default(),
-            vault,
+            held: match vault {
+                Some(v) => Held::Vault(v),
+                None => Held::Memory(Arc::default()),
+            },
         }
     }
 
@@ -70,49 +78,45 @@ impl UserSecrets {
     /// none: the user is asked to sign in rather than sent upstream on a token that
     /// may be signed out.
     async fn read(&self, key: &str) -> Option<Secret> {
-        let Some(vault) = &self.vault else {
-            return lock(&self.memory).get(key).cloned().map(Secret::new);
-        };
-        match vault.get(key, &self.sub).await {
-            Some((secret, _)) => {
-                lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
-                Some(secret)
+        match &self.held {
+            Held::Memory(m) => lock(m).get(key).cloned().map(Secret::new),
+            Held::Vault(v) => v.get(key, &self.sub).await.map(|(secret, _)| secret),
+        }
+    }
+
+    /// Keeps the user's sign-in, waiting for the vault: a replica asked next finds it.
+    async fn write(&self, key: &str, secret: &Secret) -> Result<(), AuthError> {
+        match &self.held {
+            Held::Memory(m) => {
+                lock(m).insert(key.to_owned(), secret.expose().to_owned());
+                Ok(())
             }
-            None => {
-                lock(&self.memory).remove(key);
-                None
+            Held::Vault(v) => {
+                let until = std::time::SystemTime::now() + USER_KEPT;
+                v.keep(key, &self.sub, secret, until)
+                    .await
+                    .map_err(|e| AuthError::Store(format!("the sign-in is not shared: {e}")))
             }
         }
     }
 
-    /// Keeps the user's sign-in here and in the vault, waiting for the vault: a replica
-    /// asked next finds it.
-    async fn write(&self, key: &str, secret: &Secret) -> Result<(), AuthError> {
-        lock(&self.memory).insert(key.to_owned(), secret.expose().to_owned());
-        let Some(v) = &self.vault else {
-            return Ok(());
-        };
-        let until = std::time::SystemTime::now() + USER_KEPT;
-        v.keep(key, &self.sub, secret, until)
-            .await
-            .map_err(|e| AuthError::Store(format!("the sign-in is not shared: {e}")))
-    }
-
-    /// Erases the user's sign-in here and in the vault, waiting for the vault.
+    /// Erases the user's sign-in, waiting for the vault.
     async fn erase(&self, key: &str) -> Result<(), AuthError> {
-        lock(&self.memory).remove(key);
-        match &self.vault {
-            Some(v) => v
+        match &self.held {
+            Held::Memory(m) => {
+                lock(m).remove(key);
+                Ok(())
+            }
+            Held::Vault(v) => v
                 .erase(key, &self.sub)
                 .await
                 .map_err(|e| AuthError::Store(format!("the shared sign-in stays: {e}"))),
-            None => Ok(()),
         }
     }
 
     /// Whether other processes (replicas) share these secrets.
     fn shared(&self) -> bool {
-        self.vault.is_some()
+        matches!(self.held, Held::Vault(_))
     }
 }
 
@@ -123,9 +127,7 @@ impl Store {
             Store::Keyring => format!("the OS keyring (service \"{SERVICE}\")"),
             Store::File(p) => format!("the file {}", p.display()),
             Store::Memory(_) => "memory (not kept)".into(),
-            Store::User(u) if u.vault.is_some() => {
-                "the team gateway's shared state (sealed)".into()
-            }
+            Store::User(u) if u.shared() => "the team gateway's shared state (sealed)".into(),
             Store::User(_) => "this team gateway's memory (not kept)".into(),
         }
     }
@@ -355,6 +357,40 @@ mod file {
     }
 }
 
+/// A vault shared by replicas, in memory (for tests).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct MemoryVault(Mutex<HashMap<(String, String), String>>);
+
+#[cfg(test)]
+impl TokenVault for MemoryVault {
+    fn get(&self, upstream: &str, sub: &str) -> crate::auth::vault::Kept {
+        let kept = lock(&self.0).get(&(upstream.into(), sub.into())).cloned();
+        Box::pin(async move { kept.map(|t| (Secret::new(t), std::time::SystemTime::now())) })
+    }
+    fn put(&self, upstream: &str, sub: &str, token: &Secret, _: std::time::SystemTime) {
+        let row = (upstream.into(), sub.into());
+        lock(&self.0).insert(row, token.expose().to_owned());
+    }
+    fn forget(&self, upstream: &str, sub: &str) {
+        lock(&self.0).remove(&(upstream.into(), sub.into()));
+    }
+    fn keep(
+        &self,
+        upstream: &str,
+        sub: &str,
+        token: &Secret,
+        until: std::time::SystemTime,
+    ) -> crate::auth::vault::Done {
+        self.put(upstream, sub, token, until);
+        Box::pin(async { Ok(()) })
+    }
+    fn erase(&self, upstream: &str, sub: &str) -> crate::auth::vault::Done {
+        self.forget(upstream, sub);
+        Box::pin(async { Ok(()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,43 +423,11 @@ mod tests {
         assert_eq!(mode, Some(0o600));
     }
 
-    /// A vault shared by replicas, in memory.
-    #[derive(Default)]
-    struct Shared(Mutex<HashMap<(String, String), String>>);
-
-    impl TokenVault for Shared {
-        fn get(&self, upstream: &str, sub: &str) -> crate::auth::vault::Kept {
-            let kept = lock(&self.0).get(&(upstream.into(), sub.into())).cloned();
-            Box::pin(async move { kept.map(|t| (Secret::new(t), std::time::SystemTime::now())) })
-        }
-        fn put(&self, upstream: &str, sub: &str, token: &Secret, _: std::time::SystemTime) {
-            let row = (upstream.into(), sub.into());
-            lock(&self.0).insert(row, token.expose().to_owned());
-        }
-        fn forget(&self, upstream: &str, sub: &str) {
-            lock(&self.0).remove(&(upstream.into(), sub.into()));
-        }
-        fn keep(
-            &self,
-            upstream: &str,
-            sub: &str,
-            token: &Secret,
-            until: std::time::SystemTime,
-        ) -> crate::auth::vault::Done {
-            self.put(upstream, sub, token, until);
-            Box::pin(async { Ok(()) })
-        }
-        fn erase(&self, upstream: &str, sub: &str) -> crate::auth::vault::Done {
-            self.forget(upstream, sub);
-            Box::pin(async { Ok(()) })
-        }
-    }
-
     /// Two replicas' stores of one user over one vault: what one signs in or out is what
     /// the other reads next, whatever it held in memory; another user reads nothing.
     #[tokio::test]
     async fn a_users_sign_in_over_a_vault_is_the_vaults_on_every_replica() {
-        let vault: Arc<dyn TokenVault> = Arc::new(Shared::default());
+        let vault: Arc<dyn TokenVault> = Arc::new(MemoryVault::default());
         let replica = || Store::User(UserSecrets::new("ada", Some(vault.clone())));
         let (one, two) = (replica(), replica());
         assert!(one.shared() && !Store::memory().shared());
