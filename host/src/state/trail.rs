@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 
 use super::database::db_error;
 use super::{Database, StateError};
@@ -102,7 +102,7 @@ async fn write_lines(
     mut rx: mpsc::Receiver<Pending>,
     down: Arc<Mutex<Option<String>>>,
 ) {
-    let mut client: Option<Client> = None;
+    let mut client: Option<Link> = None;
     let set_down = |why: Option<String>| {
         if let Ok(mut d) = down.lock() {
             match (&*d, &why) {
@@ -156,7 +156,7 @@ async fn write_lines(
                 Err(e) => {
                     let why = e.to_string();
                     set_down(Some(why.clone()));
-                    if client.as_ref().is_some_and(Client::is_closed) {
+                    if client.as_ref().is_some_and(|l| l.client.is_closed()) {
                         client = None;
                     }
                     retrying = true;
@@ -179,49 +179,94 @@ async fn write_lines(
     }
 }
 
+/// The writer's connection and its statements, prepared once per connection: a
+/// statement given as text would be prepared again, a round trip, at every use.
+struct Link {
+    client: Client,
+    head: Statement,
+    insert: Statement,
+    advance: Statement,
+}
+
+impl Link {
+    async fn open(db: &Database) -> Result<Link, StateError> {
+        let client = db.connect().await?;
+        let (head, insert, advance) = futures_util::try_join!(
+            client.prepare("SELECT seq, hash FROM edgar_audit_head WHERE one FOR UPDATE"),
+            client.prepare(
+                "INSERT INTO edgar_audit (seq, id, line, hash)
+                 SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[])"
+            ),
+            client.prepare("UPDATE edgar_audit_head SET seq = $1, hash = $2 WHERE one"),
+        )
+        .map_err(db_error)?;
+        Ok(Link {
+            client,
+            head,
+            insert,
+            advance,
+        })
+    }
+}
+
 /// The writer's connection, made again when there is none or it closed.
 async fn connected<'a>(
     db: &Database,
-    client: &'a mut Option<Client>,
-) -> Result<&'a mut Client, StateError> {
-    if client.as_ref().is_none_or(Client::is_closed) {
-        *client = Some(db.connect().await?);
+    link: &'a mut Option<Link>,
+) -> Result<&'a mut Link, StateError> {
+    if link.as_ref().is_none_or(|l| l.client.is_closed()) {
+        *link = Some(Link::open(db).await?);
     }
-    client
-        .as_mut()
+    link.as_mut()
         .ok_or_else(|| StateError::Database("no connection".into()))
 }
 
-async fn probe(db: &Database, client: &mut Option<Client>) -> Result<(), StateError> {
-    let c = connected(db, client).await?;
-    let r = c.simple_query("SELECT 1").await.map_err(db_error);
+async fn probe(db: &Database, link: &mut Option<Link>) -> Result<(), StateError> {
+    let c = connected(db, link).await?;
+    let r = c.client.simple_query("SELECT 1").await.map_err(db_error);
     if r.is_err() {
-        *client = None;
+        *link = None;
     }
     r.map(|_| ())
 }
 
 /// Appends `batch` after the head in one transaction; each line's sequence number. A
 /// retry first finds the lines an earlier, unacknowledged attempt committed.
+///
+/// Two round trips, each pipelined: `BEGIN` with the head's lock, then the lines, the
+/// new head and `COMMIT` (the lines' links are made here, under the trail's key, so they
+/// need the head first). A failed statement rolls the transaction back.
 async fn write(
-    client: &mut Client,
+    link: &mut Link,
     key: &AuditKey,
     batch: &[Pending],
     retrying: bool,
 ) -> Result<Vec<u64>, StateError> {
-    let tx = client.transaction().await.map_err(db_error)?;
-    let head = tx
-        .query_one(
-            "SELECT seq, hash FROM edgar_audit_head WHERE one FOR UPDATE",
-            &[],
-        )
-        .await
-        .map_err(db_error)?;
+    let written = append(link, key, batch, retrying).await;
+    if written.is_err() && !link.client.is_closed() {
+        // Nothing half-done is kept; a connection that cannot roll back is dropped.
+        let _ = link.client.batch_execute("ROLLBACK").await;
+    }
+    written
+}
+
+async fn append(
+    link: &mut Link,
+    key: &AuditKey,
+    batch: &[Pending],
+    retrying: bool,
+) -> Result<Vec<u64>, StateError> {
+    let client = &link.client;
+    let (_, head) = futures_util::try_join!(
+        client.batch_execute("BEGIN"),
+        client.query_one(&link.head, &[]),
+    )
+    .map_err(db_error)?;
     let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
     let mut already = std::collections::HashMap::new();
     if retrying {
         let ids: Vec<&str> = batch.iter().map(|p| p.id.as_str()).collect();
-        for row in tx
+        for row in client
             .query(
                 "SELECT id, seq FROM edgar_audit WHERE id = ANY($1)",
                 &[&ids],
@@ -248,22 +293,28 @@ async fn write(
         hashes.push(hash);
         out.push(seq as u64);
     }
-    if !seqs.is_empty() {
-        tx.execute(
-            "INSERT INTO edgar_audit (seq, id, line, hash)
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[])",
-            &[&seqs, &ids, &lines, &hashes],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.execute(
-            "UPDATE edgar_audit_head SET seq = $1, hash = $2 WHERE one",
-            &[&seq, &prev],
-        )
-        .await
-        .map_err(db_error)?;
+    if seqs.is_empty() {
+        client.batch_execute("COMMIT").await.map_err(db_error)?;
+        return Ok(out);
     }
-    tx.commit().await.map_err(db_error)?;
+    // Sent together. `COMMIT` after a failed statement only rolls back, without an
+    // error: each statement's own outcome counts, and the rows it touched.
+    let lines_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&seqs, &ids, &lines, &hashes];
+    let head_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&seq, &prev];
+    let (inserted, advanced, committed) = futures_util::join!(
+        client.execute(&link.insert, &lines_params),
+        client.execute(&link.advance, &head_params),
+        client.batch_execute("COMMIT"),
+    );
+    let (inserted, advanced) = (inserted.map_err(db_error)?, advanced.map_err(db_error)?);
+    committed.map_err(db_error)?;
+    if inserted != seqs.len() as u64 || advanced != 1 {
+        return Err(StateError::Database(format!(
+            "the audit lines were not all written ({inserted} of {} lines, head {advanced})",
+            seqs.len()
+        )));
+    }
     Ok(out)
 }
 
