@@ -5,8 +5,10 @@
 //! `tools/call` versus the same call made to the server directly, and a prompt get and a
 //! resource read direct versus through `--transparent`; and, for the floor of any
 //! stdio proxy, the same call through a relay that only copies lines both ways (this
-//! bench's own binary, run as one). Words-only search (`EDGAR_SEARCH_MODEL` is
-//! cleared). Prints Markdown tables.
+//! bench's own binary, run as one); and a real server from npm (server-everything's
+//! `echo`) directly and through the gateway. The search ranks with the default (bundled)
+//! encoder, so the cold search embeds the 120 tools once (`EDGAR_SEARCH_ENCODER=words`
+//! measures words only). Prints Markdown tables.
 //!
 //! Run with `cargo bench -p edgar-host --bench gateway`.
 
@@ -21,6 +23,14 @@ use serde_json::{Value, json};
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar");
 const SERVERS: usize = 30;
 const CALLS: usize = 1000;
+
+/// Calls per row: `CALLS`, or `EDGAR_BENCH_CALLS` (for a profiler to attach).
+fn calls() -> usize {
+    std::env::var("EDGAR_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CALLS)
+}
 const COLD_RUNS: usize = 5;
 const WARM_RUNS: usize = 11;
 
@@ -268,7 +278,7 @@ fn main() {
     relayed.call("current_time", json!({}));
     gw.call("s0__current_time", json!({}));
     let (mut d, mut r, mut g) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..CALLS {
+    for _ in 0..calls() {
         let t = Instant::now();
         direct.call("current_time", json!({}));
         d.push(t.elapsed());
@@ -282,7 +292,8 @@ fn main() {
     drop(relayed);
     let (d, r, g) = (Spread::of(d), Spread::of(r), Spread::of(g));
     println!(
-        "| stdio `tools/call` `current_time`, {CALLS} sequential, interleaved | median | p90 | median against direct |"
+        "| stdio `tools/call` `current_time`, {} sequential, interleaved | median | p90 | median against direct |",
+        calls()
     );
     println!("|---|---|---|---|");
     println!("| the example server directly | {} | 1x |", d.cells());
@@ -309,7 +320,8 @@ fn main() {
         json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}});
     let read = json!({"uri": "test://static-text"});
     println!(
-        "| {CALLS} sequential, interleaved, stdio (median / p90) | the example server directly | through `edgar mcp serve --transparent` | median ratio |"
+        "| {} sequential, interleaved, stdio (median / p90) | the example server directly | through `edgar mcp serve --transparent` | median ratio |",
+        calls()
     );
     println!("|---|---|---|---|");
     for (method, params) in [("prompts/get", get), ("resources/read", read)] {
@@ -318,7 +330,7 @@ fn main() {
             assert!(v.get("result").is_some(), "{method}: {v}");
         }
         let (mut d, mut g) = (Vec::new(), Vec::new());
-        for _ in 0..CALLS {
+        for _ in 0..calls() {
             let t = Instant::now();
             direct.request(method, params.clone());
             d.push(t.elapsed());
@@ -334,6 +346,59 @@ fn main() {
             g.against(&d)
         );
     }
+    println!();
+    real_server();
+}
+
+/// A real server from npm, as the tests install it (`@modelcontextprotocol/server-everything`
+/// under `target/test-deps`, or `EDGAR_TEST_DEPS`): its `echo` called directly and through
+/// `edgar mcp serve`. Skipped, and said so, when it is not installed.
+fn real_server() {
+    let deps = std::env::var_os("EDGAR_TEST_DEPS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-deps"));
+    let bin = deps.join("npm/node_modules/.bin/mcp-server-everything");
+    if !bin.exists() {
+        println!(
+            "(server-everything is not installed in {}: the real server's row is left out; the tests' setup installs it)",
+            deps.display()
+        );
+        return;
+    }
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = home.path().join("config/edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let servers = json!({"mcpServers": {"ev": {"command": bin, "args": ["stdio"], "startup_timeout_sec": 60}}});
+    std::fs::write(dir.join("mcp.json"), servers.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let mut direct = Peer::spawn_program(Command::new(&bin), home.path(), &["stdio"]);
+    direct.initialize();
+    let mut gw = Peer::spawn(home.path(), &["mcp", "serve", "--servers", "ev"]);
+    gw.initialize();
+    gw.call("tool_search", json!({"query": "ev__echo"}));
+    let message = json!({"message": "hello"});
+    direct.call("echo", message.clone());
+    gw.call("ev__echo", message.clone());
+    let (mut d, mut g) = (Vec::new(), Vec::new());
+    for _ in 0..calls() {
+        let t = Instant::now();
+        direct.call("echo", message.clone());
+        d.push(t.elapsed());
+        let t = Instant::now();
+        gw.call("ev__echo", message.clone());
+        g.push(t.elapsed());
+    }
+    let (d, g) = (Spread::of(d), Spread::of(g));
+    println!(
+        "| stdio `tools/call` `echo` of server-everything (Node.js, from npm), {} sequential, interleaved | median | p90 | median against direct |",
+        calls()
+    );
+    println!("|---|---|---|---|");
+    println!("| server-everything directly | {} | 1x |", d.cells());
+    println!(
+        "| through `edgar mcp serve` | {} | {:.2}x |",
+        g.cells(),
+        g.against(&d)
+    );
 }
 
 /// The median and 90th percentile of a run of call times: a loaded machine's rare long
