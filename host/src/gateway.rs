@@ -26,7 +26,8 @@ use crate::mcp::ask::ASKER;
 use crate::mcp::client::Session;
 use crate::mcp::connection::{LOGS, LogSink, PROGRESS, ProgressSink};
 use crate::mcp::protocol::{
-    self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, MODERN, PROTOCOL,
+    self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, META_SUBSCRIPTION_ID, METHOD_NOT_FOUND,
+    MODERN, PROTOCOL,
 };
 use crate::telemetry::{Kind, Span};
 use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
@@ -48,9 +49,6 @@ use crate::sync::lock;
 use refused::Refused;
 use team::policy::Action;
 use team::{Principal, Team};
-
-/// Which subscription a notification belongs to (the stateless era).
-const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The second built-in tool: calls a found tool by name.
 pub const CALL_TOOL: &str = "call_tool";

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::gateway::{Driver, HttpGateway, TOKEN, next_event, session_id};
 
 const EDGAR: &str = env!("CARGO_BIN_EXE_edgar-it");
+const STATELESS: &str = env!("CARGO_BIN_EXE_fake-stateless-server");
 const WATCHED: &str = "test://watched";
 
 /// A user config with edgar's example server (its conformance tools), tagged `t`.
@@ -169,6 +170,62 @@ fn listen_and_touch(test: &str, args: &[&str], uri: &str, tool: &str) {
     // Each stream heard only what it asked for, then the end.
     assert_eq!(next(&mut watching), None);
     assert_eq!(next(&mut listing), None);
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+/// A listen stream's acknowledgement means its upstream subscriptions are in place: a
+/// stateless server that puts one in place half a second after it was asked (answering
+/// other requests meanwhile) is touched right after the acknowledgement, and the update
+/// still comes. When the stream ends, the server's stream is cancelled.
+#[test]
+fn a_listen_acknowledgement_waits_for_the_upstream_subscription() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = format!("{}-news-acked", std::process::id());
+    let log = home.path().join("st.log");
+    let env = json!({"EDGAR_TEST_TAG": t, "FAKE_ACK_DELAY_MS": "500",
+                     "FAKE_LOG": log.to_string_lossy()});
+    user_config(
+        home.path(),
+        json!({"st": {"command": STATELESS, "env": env}}),
+    );
+    let gw = HttpGateway::start(home.path(), &["--servers", "st", "--transparent"]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {"notifications": {"resourceSubscriptions": ["note://one"]}, "_meta": meta}});
+    let mut watching = gw.stream(
+        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
+        &body,
+    );
+    let ack = next_event(&mut watching).unwrap_or_default();
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["note://one"]),
+        "{ack}"
+    );
+    let touch = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "touch", "arguments": {"uri": "note://one"}, "_meta": meta}});
+    let (code, _, body) = gw.post_in(None, touch);
+    assert_eq!(code, 200, "{body}");
+    let told = next_event(&mut watching).unwrap_or_default();
+    assert_eq!(told["method"], "notifications/resources/updated", "{told}");
+    assert_eq!(told["params"]["uri"], "note://one");
+    assert_eq!(
+        told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    // The client goes: the gateway's own stream to the server is cancelled.
+    drop(watching);
+    let cancelled =
+        || std::fs::read_to_string(&log).is_ok_and(|l| l.contains("notifications/cancelled"));
+    for _ in 0..100 {
+        if cancelled() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(cancelled(), "the upstream listen stream was not cancelled");
+    assert_eq!(gw.stop(), Some(143));
     assert!(procs_with_tag(&t).is_empty());
 }
 

@@ -144,6 +144,8 @@ struct Shared {
     logs: Mutex<HashMap<u64, LogSink>>,
     /// Calls whose caller can answer the server's questions, by request id.
     askers: Mutex<HashMap<u64, Asker>>,
+    /// Listen streams waiting for the server's acknowledgement, by request id.
+    acks: Mutex<HashMap<u64, oneshot::Sender<()>>>,
 }
 
 impl Connection {
@@ -160,6 +162,7 @@ impl Connection {
             progress: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
             askers: Mutex::new(HashMap::new()),
+            acks: Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch(
             server.to_owned(),
@@ -227,6 +230,33 @@ impl Connection {
         timeout: Duration,
         param_headers: Vec<(String, String)>,
     ) -> Result<Box<RawValue>, McpError> {
+        self.exchange(method, params, timeout, param_headers, None)
+            .await
+    }
+
+    /// A stateless-era `subscriptions/listen` stream with `params`, open at most
+    /// `timeout`: `acknowledged` hears the server's
+    /// `notifications/subscriptions/acknowledged` for it (what the server watches is in
+    /// place from then on), and is dropped unheard if the stream ends first.
+    pub(crate) async fn listen(
+        &self,
+        params: Value,
+        timeout: Duration,
+        acknowledged: oneshot::Sender<()>,
+    ) -> Result<Box<RawValue>, McpError> {
+        let ack = Some(acknowledged);
+        self.exchange("subscriptions/listen", params, timeout, Vec::new(), ack)
+            .await
+    }
+
+    async fn exchange(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        param_headers: Vec<(String, String)>,
+        acknowledged: Option<oneshot::Sender<()>>,
+    ) -> Result<Box<RawValue>, McpError> {
         self.check_open()?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -243,6 +273,14 @@ impl Connection {
                 .is_ok();
         let _unfollow = (followed || logged || asked).then(|| Unfollow(&self.shared, id));
         let stamp = self.stamp();
+        let _stream_end = acknowledged.map(|a| {
+            lock(&self.shared.acks).insert(id, a);
+            StreamEnd {
+                conn: self,
+                id,
+                stamp: stamp.clone(),
+            }
+        });
         // A stateless server is told only the question capabilities of the caller who
         // can be asked, so it asks nothing that caller cannot answer.
         if asked
@@ -445,89 +483,28 @@ impl Drop for Unfollow<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::dispatch::{file_uri, progress_update};
-    use super::*;
+/// A listen stream's end, however it ends: its acknowledgement is no longer awaited,
+/// and a stream dropped unanswered (an unsubscribe) is cancelled at the server.
+struct StreamEnd<'a> {
+    conn: &'a Connection,
+    id: u64,
+    stamp: Option<Arc<Stamp>>,
+}
 
-    #[test]
-    fn a_stamp_is_spliced_into_params_or_merged_with_their_own_meta() {
-        let stamp = Stamp::new(
-            "2026-07-28",
-            json!({"elicitation": {}}),
-            json!({"name": "e"}),
-        );
-        let sent = |params: Value| -> Value {
-            let out = Outbound::request(7, "tools/call", params, Some(&stamp));
-            serde_json::from_slice(&out.bytes).unwrap_or_else(|e| panic!("{e}"))
-        };
-        let meta = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            "io.modelcontextprotocol/clientInfo": {"name": "e"},
-        });
-        let head = |params: Value| json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-        assert_eq!(sent(json!({})), head(json!({"_meta": meta})));
-        assert_eq!(sent(Value::Null), head(json!({"_meta": meta})));
-        assert_eq!(
-            sent(json!({"name": "t", "arguments": {"q": "\"}"}})),
-            head(json!({"_meta": meta, "name": "t", "arguments": {"q": "\"}"}}))
-        );
-        let mut merged = meta.clone();
-        merged["progressToken"] = json!(1);
-        assert_eq!(
-            sent(json!({"name": "t", "_meta": {"progressToken": 1}})),
-            head(json!({"_meta": merged, "name": "t"}))
-        );
-    }
-
-    #[test]
-    fn log_messages_are_passed_on_checked_and_bounded() {
-        use super::dispatch::log_message;
-        assert_eq!(log_message(&json!({"level": "loud", "data": "x"})), None);
-        assert_eq!(log_message(&json!({"level": "info"})), None);
-        let m = log_message(&json!({"level": "info", "logger": "l", "data": "a\u{1b}[2Jb"}));
-        let text = m
-            .as_ref()
-            .map(|m| m["data"].to_string())
-            .unwrap_or_default();
-        assert!(!text.contains('\u{1b}'), "{text}");
-        let big = log_message(&json!({"level": "error", "data": {"x": "y".repeat(10_000)}}));
-        assert!(big.is_some_and(|m| m["data"].as_str().is_some_and(|d| d.contains("left out"))));
-        let small = log_message(&json!({"level": "debug", "data": {"n": 1}}));
-        assert_eq!(small, Some(json!({"level": "debug", "data": {"n": 1}})));
-    }
-
-    #[test]
-    fn progress_is_passed_on_as_numbers_and_a_safe_message() {
-        assert_eq!(progress_update(&json!({"progressToken": 1})), None);
-        assert_eq!(progress_update(&json!({"progress": "1"})), None);
-        let u =
-            progress_update(&json!({"progressToken": 1, "progress": 2, "total": "x", "extra": 1}));
-        assert_eq!(u, Some(json!({"progress": 2})));
-        let long = format!("\u{1b}[2J{}", "é".repeat(1000));
-        let u = progress_update(&json!({"progress": 0.5, "total": 1, "message": long}))
-            .unwrap_or_default();
-        assert_eq!(u["total"], 1);
-        let m = u["message"].as_str().unwrap_or_default();
-        assert!(!m.contains('\u{1b}') && m.len() <= 303, "{m}");
-    }
-
-    #[test]
-    fn outbound_messages_carry_their_routing() {
-        let r = Outbound::request(4, "tools/call", json!({}), None);
-        assert_eq!((r.request, r.is("tools/call")), (Some(4), true));
-        let c = Outbound::notification("notifications/cancelled", json!({"requestId": 9}), None);
-        assert_eq!((c.request, c.cancels), (None, Some(9)));
-        let reply = Outbound::reply(protocol::response(&json!(3), json!({})));
-        assert_eq!((reply.request, reply.method), (None, None));
-    }
-
-    #[test]
-    fn file_uris_are_encoded() {
-        assert_eq!(
-            file_uri(std::path::Path::new("/home/a b/c#d")),
-            "file:///home/a%20b/c%23d"
-        );
+impl Drop for StreamEnd<'_> {
+    fn drop(&mut self) {
+        let shared = &self.conn.shared;
+        lock(&shared.acks).remove(&self.id);
+        if lock(&shared.pending).remove(&self.id).is_some() {
+            let cancel = Outbound::notification(
+                "notifications/cancelled",
+                json!({"requestId": self.id, "reason": "edgar: the subscription ended"}),
+                self.stamp.as_deref(),
+            );
+            let _ = self.conn.outgoing.try_send(cancel);
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

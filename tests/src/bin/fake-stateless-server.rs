@@ -7,13 +7,17 @@
 //! echoed state); `ask_url` (a URL-mode elicitation); `wait_state` (a leg with state
 //! only); `nag` (asks for ever); `huge_state` (a 10 MB `requestState`); `sample` (asks
 //! for a model completion); `change` (adds `added_later` to the tools and says so on the
-//! client's `subscriptions/listen`, if it opened one). Run as tasks (when the client
+//! client's `subscriptions/listen`, if it opened one); `touch` (tells the listen streams
+//! watching resource `uri` that it changed). Run as tasks (when the client
 //! declares the tasks extension): `slow_task` (done after twelve polls, 1.2 s at least), `endless_task`
 //! (never done), `asking_task` (needs a name mid-flight), `failing_task`. With
 //! `FAKE_LOG=path`, every line received is appended there; `FAKE_TTL_MS` is the
-//! `ttlMs` of its tool list (0, stale at once, by default).
+//! `ttlMs` of its tool list (0, stale at once, by default). A listen stream watching
+//! resources is in place, and acknowledged, `FAKE_ACK_DELAY_MS` after it came (none by
+//! default), while other requests are answered; `notifications/cancelled` ends it.
 
 use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -21,7 +25,10 @@ const VERSION: &str = "2026-07-28";
 
 fn main() {
     let log = std::env::var("FAKE_LOG").ok();
-    let mut out = std::io::stdout().lock();
+    // Not locked for good: a delayed acknowledgement is written from its own thread.
+    let mut out = std::io::stdout();
+    // Resource listen streams in place: (URI, the listen request's id).
+    let watching: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
     let mut line = String::new();
     let mut input = std::io::stdin().lock();
     let mut listening: Option<Value> = None;
@@ -45,6 +52,11 @@ fn main() {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if msg["method"] == "notifications/cancelled" {
+            let ended = &msg["params"]["requestId"];
+            lock(&watching).retain(|(_, sub)| sub != ended);
+            continue;
+        }
         let (Some(method), Some(id)) = (msg["method"].as_str(), msg.get("id").cloned()) else {
             continue;
         };
@@ -67,6 +79,33 @@ fn main() {
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-stateless", "version": "1"}},
                 "ttlMs": 0, "cacheScope": "private",
             }),
+            "subscriptions/listen"
+                if params["notifications"]["resourceSubscriptions"].is_array() =>
+            {
+                let uris: Vec<String> = params["notifications"]["resourceSubscriptions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|u| u.as_str().map(str::to_owned))
+                    .collect();
+                let delay: u64 = std::env::var("FAKE_ACK_DELAY_MS")
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0);
+                let watching = watching.clone();
+                let in_place = move || {
+                    std::thread::sleep(std::time::Duration::from_millis(delay));
+                    lock(&watching).extend(uris.iter().map(|u| (u.clone(), id.clone())));
+                    send(
+                        &mut std::io::stdout(),
+                        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                                       "notifications": {"resourceSubscriptions": uris}}}),
+                    );
+                };
+                std::thread::spawn(in_place);
+                continue;
+            }
             "subscriptions/listen" => {
                 let wants = params["notifications"]["toolsListChanged"] == true;
                 send(
@@ -159,6 +198,17 @@ fn main() {
                 }
                 text("changed")
             }
+            "tools/call" if params["name"] == "touch" => {
+                let uri = params["arguments"]["uri"].as_str().unwrap_or_default();
+                for (_, sub) in lock(&watching).iter().filter(|(u, _)| u == uri) {
+                    send(
+                        &mut out,
+                        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                            "params": {"uri": uri, "_meta": {"io.modelcontextprotocol/subscriptionId": sub}}}),
+                    );
+                }
+                text("touched")
+            }
             "tools/list" => {
                 let mut names = vec![
                     "echo",
@@ -169,6 +219,7 @@ fn main() {
                     "huge_state",
                     "sample",
                     "change",
+                    "touch",
                     "slow_task",
                     "endless_task",
                     "asking_task",
@@ -274,6 +325,10 @@ fn task_state(id: &str, status: &str, extra: Option<(&str, Value)>) -> Value {
 
 fn text(t: &str) -> Value {
     json!({"resultType": "complete", "content": [{"type": "text", "text": t}]})
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn send(out: &mut impl Write, v: Value) {

@@ -5,8 +5,10 @@
 //! Nothing else is passed on by name.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 use crate::mcp::McpError;
 
@@ -78,12 +80,18 @@ impl SessionInner {
         let s = self.server(server)?;
         let running = self.start(s).await?;
         // The stateless era subscribes on a listen stream: one per URI, kept open
-        // until the unsubscribe (or the connection's end).
+        // until the unsubscribe (or the connection's end), and in place once the
+        // server acknowledged it.
         if running.conn.modern_version().is_some()
             && method != "logging/setLevel"
             && let Some(uri) = params.get("uri").and_then(Value::as_str)
         {
-            self.watch(server, &running, uri, method == "resources/subscribe");
+            if method == "resources/subscribe" {
+                return self.watch(server, &running, uri, s.spec.tool_timeout).await;
+            }
+            if let Some(listen) = lock(&running.watched).remove(uri) {
+                listen.abort();
+            }
             return Ok(());
         }
         running
@@ -93,31 +101,66 @@ impl SessionInner {
         Ok(())
     }
 
-    /// Opens (`on`) or ends the listen stream on which a stateless `server` tells of
-    /// changes to the resource at `uri`.
-    fn watch(&self, server: &str, running: &Arc<Running>, uri: &str, on: bool) {
-        let mut watched = lock(&running.watched);
-        if !on {
-            if let Some(listen) = watched.remove(uri) {
-                listen.abort();
+    /// Opens the listen stream on which a stateless `server` tells of changes to the
+    /// resource at `uri`, and waits (at most `wait`) for the server to acknowledge it:
+    /// a stream it ends or refuses, or does not acknowledge in time, is no
+    /// subscription.
+    async fn watch(
+        &self,
+        server: &str,
+        running: &Arc<Running>,
+        uri: &str,
+        wait: Duration,
+    ) -> Result<(), McpError> {
+        let (acked_tx, acked) = oneshot::channel();
+        let (failed_tx, failed) = oneshot::channel();
+        {
+            let mut watched = lock(&running.watched);
+            if watched.contains_key(uri) {
+                return Ok(());
             }
-            return;
-        }
-        if watched.contains_key(uri) || watched.len() >= MAX_WATCHED {
-            return;
-        }
-        let (r, asked, server) = (running.clone(), uri.to_owned(), server.to_owned());
-        let listen = tokio::spawn(async move {
-            let params = json!({"notifications": {"resourceSubscriptions": [asked]}});
-            let ended = r
-                .conn
-                .request("subscriptions/listen", params, super::refresh::LISTEN_FOR)
-                .await;
-            if let Err(e) = ended {
-                tracing::debug!(server, "a resource subscription ended: {e}");
+            if watched.len() >= MAX_WATCHED {
+                return Err(McpError::NotOffered {
+                    server: server.to_owned(),
+                    what: format!("watching more than {MAX_WATCHED} resources"),
+                });
             }
-        });
-        watched.insert(uri.to_owned(), listen.abort_handle());
-        lock(&self.background).push(listen.abort_handle());
+            let (r, asked, server) = (running.clone(), uri.to_owned(), server.to_owned());
+            let listen = tokio::spawn(async move {
+                let params = json!({"notifications": {"resourceSubscriptions": [asked]}});
+                let ended = r.conn.listen(params, super::refresh::LISTEN_FOR, acked_tx);
+                if let Err(e) = ended.await {
+                    tracing::debug!(server, "a resource subscription ended: {e}");
+                    let _ = failed_tx.send(e);
+                }
+            });
+            watched.insert(uri.to_owned(), listen.abort_handle());
+            lock(&self.background).push(listen.abort_handle());
+        }
+        let acknowledged = async {
+            if acked.await.is_ok() {
+                return Ok(());
+            }
+            // The stream ended first: its error, or its answer, which ends it.
+            Err(failed.await.unwrap_or_else(|_| McpError::Protocol {
+                server: server.to_owned(),
+                reason: "it ended a resource subscription before acknowledging it".into(),
+            }))
+        };
+        let outcome = tokio::time::timeout(wait, acknowledged)
+            .await
+            .unwrap_or_else(|_| {
+                Err(McpError::Timeout {
+                    server: server.to_owned(),
+                    method: "subscriptions/listen".into(),
+                    timeout: wait,
+                })
+            });
+        if outcome.is_err()
+            && let Some(listen) = lock(&running.watched).remove(uri)
+        {
+            listen.abort();
+        }
+        outcome
     }
 }

@@ -62,6 +62,10 @@ pub(super) async fn dispatch(
                     let _ = outgoing.send(Outbound::reply(reply)).await;
                 }
                 Incoming::Notification { method, params } => {
+                    if method == "notifications/subscriptions/acknowledged" {
+                        acknowledged(&params, &shared);
+                        continue;
+                    }
                     if method == "notifications/prompts/list_changed" {
                         shared
                             .prompt_changes
@@ -83,6 +87,18 @@ pub(super) async fn dispatch(
     *lock(&shared.closed) = Some(reason);
     // Dropping the waiters wakes every pending request with the closed reason.
     lock(&shared.pending).clear();
+}
+
+/// A listen stream's acknowledgement: the request it names (by the subscription id in
+/// `_meta`) is told, once.
+fn acknowledged(params: &Value, shared: &Shared) {
+    let named = params
+        .get("_meta")
+        .and_then(|m| m.get(protocol::META_SUBSCRIPTION_ID))
+        .and_then(Value::as_u64);
+    if let Some(waiter) = named.and_then(|id| lock(&shared.acks).remove(&id)) {
+        let _ = waiter.send(());
+    }
 }
 
 /// A server's progress params as passed on: numbers and a message made one safe line,

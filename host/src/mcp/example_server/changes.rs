@@ -46,9 +46,6 @@ fn watched() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
 /// Whether the extra tool is listed now (one server process, one list).
 static ADDED: AtomicBool = AtomicBool::new(false);
 
-/// The `_meta` key that ties a notification to its subscription.
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-
 /// What request `id` of `method` is for this hook: the messages to write before its
 /// answer (or instead of one), and whether it is answered by them alone (a listen
 /// request stays open). `listening` is the listen request whose stream hears changes.
@@ -73,7 +70,7 @@ pub(super) fn hook(
             watched().extend(uris.iter().map(|u| (*u).to_owned()));
             let ack = protocol::notification(
                 "notifications/subscriptions/acknowledged",
-                json!({"_meta": {SUBSCRIPTION_ID: id},
+                json!({"_meta": {protocol::META_SUBSCRIPTION_ID: id},
                        "notifications": {"toolsListChanged": wants, "resourceSubscriptions": uris}}),
             );
             (vec![ack], true)
@@ -111,7 +108,7 @@ pub(super) fn hook(
             };
             added.fetch_xor(true, Ordering::SeqCst);
             let note = match listening {
-                Some(sub) => json!({"_meta": {SUBSCRIPTION_ID: sub}}),
+                Some(sub) => json!({"_meta": {protocol::META_SUBSCRIPTION_ID: sub}}),
                 None => json!({}),
             };
             (vec![protocol::notification(method, note)], false)
