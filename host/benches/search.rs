@@ -282,14 +282,14 @@ fn evaluate(ix: &SearchIndex, enc: Option<&Encoder>, queries: &Queries) -> Eval 
             e.r10 += f64::from(p < 10);
             e.mrr += 1.0 / (p as f64 + 1.0);
         }
-        // What `ToolSearch::search` returns: best first while the next schema fits.
+        // What `ToolSearch::search` returns: best first, each schema that still fits.
         let mut used = 0;
         let mut returned = 0;
         let mut hit = false;
-        for (&(i, _), id) in ranked.iter().zip(&ids) {
+        for (&(i, _), id) in ranked.iter().take(MAX_MATCHES).zip(&ids) {
             let tokens = ix.schema_tokens(i);
             if used + tokens > RESERVE {
-                break;
+                continue;
             }
             used += tokens;
             returned += 1;

@@ -64,6 +64,59 @@ fn home_with_fake() -> tempfile::TempDir {
     h
 }
 
+/// A schema too large for what is left of the reserve is named, and the next, smaller
+/// ones are still returned: one large tool does not crowd out the rest.
+#[test]
+fn a_schema_too_large_for_the_reserve_is_named_and_the_next_still_returned() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = h.path().join("config").join("edgar");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let long = "Writes a compressed archive of the given folders. ".repeat(40);
+    let tools = json!([
+        {"name": "big_archive", "description": long, "inputSchema": schema},
+        {"name": "small_archive", "description": "Writes a small archive.", "inputSchema": schema},
+    ]);
+    let list = h.path().join("tools.json");
+    std::fs::write(&list, tools.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let server = json!({"command": FAKE, "args": ["good"], "env": {"FAKE_TOOLS": list}});
+    std::fs::write(
+        dir.join("mcp.json"),
+        json!({"mcpServers": {"fake": server}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let search = |reserve: &str| {
+        let args = ["tool-search", "big archive", "--reserve", reserve, "--json"];
+        let r = run(EDGAR, h.path(), &args, b"");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        r.json()
+    };
+    // With room for both: the large one first.
+    let v = search("100000");
+    let (first, second) = (&v["tools"][0], &v["tools"][1]);
+    assert_eq!(first["name"], "fake__big_archive", "{v}");
+    assert_eq!(second["name"], "fake__small_archive", "{v}");
+    let small = second["tokens"].as_u64().unwrap_or(0);
+    assert!(first["tokens"].as_u64().unwrap_or(0) > small, "{v}");
+    // Room for the small one only: it is returned, the large one named.
+    let v = search(&small.to_string());
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names.first(), Some(&"fake__small_archive"), "{v}");
+    assert!(!names.contains(&"fake__big_archive"), "{v}");
+    assert!(
+        v["not_fitted"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("fake__big_archive ("),
+        "{v}"
+    );
+}
+
 #[test]
 fn cli_prints_what_the_model_receives() {
     let h = home_with_fake();

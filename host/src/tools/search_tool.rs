@@ -1,7 +1,7 @@
 //! `ToolSearch`: the built-in `tool_search` tool as a session sees it. It ranks the
 //! catalog (cached schemas; servers without a cache entry are discovered, concurrently,
-//! each under its own deadline), returns schemas best first until the next one would not
-//! fit in the reserve, says so in the `FOUND` text, and remembers what was found: those
+//! each under its own deadline), returns schemas best first while they fit in the
+//! reserve (one that does not is named and skipped), says so in the `FOUND` text, and remembers what was found: those
 //! tools are directly callable for the rest of the session.
 //!
 //! While no server runs, the index of the cached catalog is loaded from its file
@@ -415,7 +415,9 @@ impl ToolSearch {
         for &(i, score) in &ranked {
             let Some(t) = index.tool(i) else { continue };
             let tokens = index.schema_tokens(i);
-            if not_fitted.is_empty() && used + tokens <= self.reserve {
+            // A schema too large for what is left is named, not returned, and the
+            // next ones are still tried: one large tool does not crowd out the rest.
+            if used + tokens <= self.reserve {
                 used += tokens;
                 tools.push(Returned {
                     name: t.name().into(),
