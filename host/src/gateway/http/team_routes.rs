@@ -211,9 +211,13 @@ async fn signed_out(
         let (kept, revoked) = match sign_ins.sign_out(&server, sub).await {
             Ok(done) => (done.erased, revoked_word(&done.revoked)),
             Err(e) => {
+                // The cause (a database's own words, say) is the administrator's, in
+                // the log; the user learns what failed and what to do.
                 tracing::warn!(server, user = sub, "a sign-out failed: {e}");
                 failed = true;
-                let error = format!("signing out of '{server}' failed: {e}; try again");
+                let error = format!(
+                    "signing out of '{server}' failed: the gateway could not erase the sign-in (its log says why); try again"
+                );
                 out.push(serde_json::json!({"server": server, "error": error}));
                 continue;
             }
