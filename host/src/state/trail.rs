@@ -186,18 +186,35 @@ struct Link {
     head: Statement,
     insert: Statement,
     advance: Statement,
+    /// The lines appended after the head only if it is still `$7`, `$8`, and the head
+    /// moved to `$5`, `$6`: one statement, so one round trip, and nothing written when
+    /// another replica moved the head first.
+    chained: Statement,
+    /// The head as this connection last wrote it (`None` until then, and after any
+    /// failure): most often still the head, when no other replica wrote since.
+    known: Option<(i64, String)>,
+    /// Another replica wrote between this connection's last two writes: its next write
+    /// takes the head's lock at once rather than try `chained` and likely miss.
+    contended: bool,
 }
 
 impl Link {
     async fn open(db: &Database) -> Result<Link, StateError> {
         let client = db.connect().await?;
-        let (head, insert, advance) = futures_util::try_join!(
+        let (head, insert, advance, chained) = futures_util::try_join!(
             client.prepare("SELECT seq, hash FROM edgar_audit_head WHERE one FOR UPDATE"),
             client.prepare(
                 "INSERT INTO edgar_audit (seq, id, line, hash)
                  SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[])"
             ),
             client.prepare("UPDATE edgar_audit_head SET seq = $1, hash = $2 WHERE one"),
+            client.prepare(
+                "WITH moved AS (
+                     UPDATE edgar_audit_head SET seq = $5, hash = $6
+                     WHERE one AND seq = $7 AND hash = $8 RETURNING 1)
+                 INSERT INTO edgar_audit (seq, id, line, hash)
+                 SELECT l.* FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) AS l, moved"
+            ),
         )
         .map_err(db_error)?;
         Ok(Link {
@@ -205,6 +222,9 @@ impl Link {
             head,
             insert,
             advance,
+            chained,
+            known: None,
+            contended: false,
         })
     }
 }
@@ -233,9 +253,11 @@ async fn probe(db: &Database, link: &mut Option<Link>) -> Result<(), StateError>
 /// Appends `batch` after the head in one transaction; each line's sequence number. A
 /// retry first finds the lines an earlier, unacknowledged attempt committed.
 ///
-/// Two round trips, each pipelined: `BEGIN` with the head's lock, then the lines, the
-/// new head and `COMMIT` (the lines' links are made here, under the trail's key, so they
-/// need the head first). A failed statement rolls the transaction back.
+/// One round trip when the head is still the one this connection wrote last
+/// (`Link::chained`); otherwise two, each pipelined: `BEGIN` with the head's lock, then
+/// the lines, the new head and `COMMIT` (the lines' links are made here, under the
+/// trail's key, so they need the head first). A failed statement rolls the transaction
+/// back.
 async fn write(
     link: &mut Link,
     key: &AuditKey,
@@ -256,13 +278,41 @@ async fn append(
     batch: &[Pending],
     retrying: bool,
 ) -> Result<Vec<u64>, StateError> {
+    // Taken: kept again only after a write that is known to have committed.
+    let known = link.known.take();
+    if let (false, false, Some((seq, prev))) = (retrying, link.contended, &known) {
+        let (seq, prev) = (*seq, prev.clone());
+        let c = Chained::after(seq, prev.clone(), key, batch, &Default::default());
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+            &c.seqs, &c.ids, &c.lines, &c.hashes, &c.seq, &c.prev, &seq, &prev,
+        ];
+        let inserted = link
+            .client
+            .execute(&link.chained, &params)
+            .await
+            .map_err(db_error)?;
+        if inserted == c.seqs.len() as u64 {
+            link.known = Some((c.seq, c.prev));
+            return Ok(c.out);
+        }
+        if inserted != 0 {
+            return Err(StateError::Database(format!(
+                "the audit lines were not all written ({inserted} of {} lines)",
+                c.seqs.len()
+            )));
+        }
+        // Another replica moved the head: nothing was written; under its lock below.
+    }
     let client = &link.client;
     let (_, head) = futures_util::try_join!(
         client.batch_execute("BEGIN"),
         client.query_one(&link.head, &[]),
     )
     .map_err(db_error)?;
-    let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
+    let (seq, prev): (i64, String) = (head.get(0), head.get(1));
+    // Whether another replica wrote since this connection last did (unknown after a
+    // failure: not assumed).
+    link.contended = known.is_some_and(|(s, h)| s != seq || h != prev);
     let mut already = std::collections::HashMap::new();
     if retrying {
         let ids: Vec<&str> = batch.iter().map(|p| p.id.as_str()).collect();
@@ -277,31 +327,16 @@ async fn append(
             already.insert(row.get::<_, String>(0), row.get::<_, i64>(1));
         }
     }
-    let (mut seqs, mut ids, mut lines, mut hashes) = (vec![], vec![], vec![], vec![]);
-    let mut out = Vec::with_capacity(batch.len());
-    for p in batch {
-        if let Some(s) = already.get(&p.id) {
-            out.push(*s as u64);
-            continue;
-        }
-        seq += 1;
-        let (text, hash) = chain::link(seq as u64, &prev, &p.event, Some(key));
-        seqs.push(seq);
-        ids.push(p.id.as_str());
-        lines.push(text);
-        prev = hash.clone();
-        hashes.push(hash);
-        out.push(seq as u64);
-    }
-    if seqs.is_empty() {
+    let c = Chained::after(seq, prev, key, batch, &already);
+    if c.seqs.is_empty() {
         client.batch_execute("COMMIT").await.map_err(db_error)?;
-        return Ok(out);
+        return Ok(c.out);
     }
     // Sent together. `COMMIT` after a failed statement only rolls back, without an
     // error: each statement's own outcome counts, and the rows it touched.
     let lines_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&seqs, &ids, &lines, &hashes];
-    let head_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&seq, &prev];
+        [&c.seqs, &c.ids, &c.lines, &c.hashes];
+    let head_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&c.seq, &c.prev];
     let (inserted, advanced, committed) = futures_util::join!(
         client.execute(&link.insert, &lines_params),
         client.execute(&link.advance, &head_params),
@@ -309,13 +344,62 @@ async fn append(
     );
     let (inserted, advanced) = (inserted.map_err(db_error)?, advanced.map_err(db_error)?);
     committed.map_err(db_error)?;
-    if inserted != seqs.len() as u64 || advanced != 1 {
+    if inserted != c.seqs.len() as u64 || advanced != 1 {
         return Err(StateError::Database(format!(
             "the audit lines were not all written ({inserted} of {} lines, head {advanced})",
-            seqs.len()
+            c.seqs.len()
         )));
     }
-    Ok(out)
+    link.known = Some((c.seq, c.prev));
+    Ok(c.out)
+}
+
+/// A batch's lines chained after a head: the columns to insert (without the lines
+/// `already` written, by id), each line's sequence number, and the new head.
+struct Chained<'a> {
+    seqs: Vec<i64>,
+    ids: Vec<&'a str>,
+    lines: Vec<String>,
+    hashes: Vec<String>,
+    out: Vec<u64>,
+    seq: i64,
+    prev: String,
+}
+
+impl<'a> Chained<'a> {
+    fn after(
+        mut seq: i64,
+        mut prev: String,
+        key: &AuditKey,
+        batch: &'a [Pending],
+        already: &std::collections::HashMap<String, i64>,
+    ) -> Chained<'a> {
+        let (mut seqs, mut ids, mut lines, mut hashes) = (vec![], vec![], vec![], vec![]);
+        let mut out = Vec::with_capacity(batch.len());
+        for p in batch {
+            if let Some(s) = already.get(&p.id) {
+                out.push(*s as u64);
+                continue;
+            }
+            seq += 1;
+            let (text, hash) = chain::link(seq as u64, &prev, &p.event, Some(key));
+            seqs.push(seq);
+            ids.push(p.id.as_str());
+            lines.push(text);
+            prev = hash.clone();
+            hashes.push(hash);
+            out.push(seq as u64);
+        }
+        Chained {
+            seqs,
+            ids,
+            lines,
+            hashes,
+            out,
+            seq,
+            prev,
+        }
+    }
 }
 
 /// Checks the whole shared chain under `key`: the number of lines, or the first bad one.

@@ -178,20 +178,33 @@ struct Data {
     /// The head's length on disk when last read or written.
     head_len: u64,
     trail: std::fs::File,
+    /// The (device, inode) of `head` and `trail`, taken when they were opened (an open
+    /// file's never changes): each line then costs one `stat` per path, not two calls.
+    opened: Option<[(u64, u64); 2]>,
 }
 
 impl Data {
+    fn new(head: std::fs::File, head_len: u64, trail: std::fs::File) -> Data {
+        let id = |f: &std::fs::File| rustix::fs::fstat(f).ok().map(|s| (s.st_dev, s.st_ino));
+        let opened = id(&head).zip(id(&trail)).map(|(h, t)| [h, t]);
+        Data {
+            head,
+            head_len,
+            trail,
+            opened,
+        }
+    }
+
     /// Both files are still the ones at their paths in `dir` (neither deleted, renamed
     /// away or replaced).
     fn current(&self, dir: &Path) -> bool {
-        let same = |f: &std::fs::File, name: &str| match (
-            rustix::fs::fstat(f),
-            rustix::fs::stat(dir.join(name)),
-        ) {
-            (Ok(open), Ok(there)) => open.st_dev == there.st_dev && open.st_ino == there.st_ino,
-            _ => false,
+        let Some([head, trail]) = self.opened else {
+            return false;
         };
-        same(&self.head, HEAD) && same(&self.trail, FILE)
+        let there = |name: &str, (dev, ino): (u64, u64)| {
+            rustix::fs::stat(dir.join(name)).is_ok_and(|s| s.st_dev == dev && s.st_ino == ino)
+        };
+        there(HEAD, head) && there(FILE, trail)
     }
 }
 
@@ -365,11 +378,7 @@ impl AuditLog {
                     .mode(0o600)
                     .open(&file)
                     .map_err(fail)?;
-                *data = Some(Data {
-                    head: head_file,
-                    head_len,
-                    trail,
-                });
+                *data = Some(Data::new(head_file, head_len, trail));
                 head
             }
         };
