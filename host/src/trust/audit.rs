@@ -179,12 +179,18 @@ struct Data {
     head_len: u64,
     trail: std::fs::File,
     /// The (device, inode) of `head` and `trail`, taken when they were opened (an open
-    /// file's never changes): each line then costs one `stat` per path, not two calls.
+    /// file's never changes), and their paths: each line then costs one `stat` per
+    /// path, not two calls and two joins.
     opened: Option<[(u64, u64); 2]>,
+    paths: [PathBuf; 2],
+    /// The lengths of the head and the trail, and the head, after this process's last
+    /// line: while both files are still that long, no other process wrote, and the
+    /// head need not be read again.
+    last: Option<([u64; 2], Head)>,
 }
 
 impl Data {
-    fn new(head: std::fs::File, head_len: u64, trail: std::fs::File) -> Data {
+    fn new(dir: &Path, head: std::fs::File, head_len: u64, trail: std::fs::File) -> Data {
         let id = |f: &std::fs::File| rustix::fs::fstat(f).ok().map(|s| (s.st_dev, s.st_ino));
         let opened = id(&head).zip(id(&trail)).map(|(h, t)| [h, t]);
         Data {
@@ -192,19 +198,22 @@ impl Data {
             head_len,
             trail,
             opened,
+            paths: [dir.join(HEAD), dir.join(FILE)],
+            last: None,
         }
     }
 
-    /// Both files are still the ones at their paths in `dir` (neither deleted, renamed
-    /// away or replaced).
-    fn current(&self, dir: &Path) -> bool {
-        let Some([head, trail]) = self.opened else {
-            return false;
+    /// The lengths of the head and the trail, if both files are still the ones at their
+    /// paths (neither deleted, renamed away or replaced).
+    fn current(&self) -> Option<[u64; 2]> {
+        let [head, trail] = self.opened?;
+        let there = |path: &Path, (dev, ino): (u64, u64)| {
+            rustix::fs::stat(path)
+                .ok()
+                .filter(|s| s.st_dev == dev && s.st_ino == ino)
+                .map(|s| s.st_size as u64)
         };
-        let there = |name: &str, (dev, ino): (u64, u64)| {
-            rustix::fs::stat(dir.join(name)).is_ok_and(|s| s.st_dev == dev && s.st_ino == ino)
-        };
-        there(HEAD, head) && there(FILE, trail)
+        Some([there(&self.paths[0], head)?, there(&self.paths[1], trail)?])
     }
 }
 
@@ -359,10 +368,16 @@ impl AuditLog {
     ) -> Result<(), TrustError> {
         let file = self.path();
         let fail = |e: std::io::Error| TrustError::file(&file, e);
-        if data.as_ref().is_some_and(|d| !d.current(&self.dir)) {
+        let length = data.as_ref().and_then(Data::current);
+        if length.is_none() {
             *data = None;
         }
         let head = match data {
+            // Nobody wrote since this process did: its head is the head.
+            Some(Data {
+                last: Some((lengths, head)),
+                ..
+            }) if Some(*lengths) == length => Some(head.clone()),
             Some(d) => {
                 let (bytes, head) = self.head_at(&d.head)?;
                 d.head_len = bytes;
@@ -378,7 +393,7 @@ impl AuditLog {
                     .mode(0o600)
                     .open(&file)
                     .map_err(fail)?;
-                *data = Some(Data::new(head_file, head_len, trail));
+                *data = Some(Data::new(&self.dir, head_file, head_len, trail));
                 head
             }
         };
@@ -400,19 +415,18 @@ impl AuditLog {
         // One write of the whole line to a file opened for appending: it lands at the
         // end whatever another process wrote before it took the lock.
         d.trail.write_all(text.as_bytes()).map_err(fail)?;
-        let mut head = serde_json::to_vec(&Head {
+        let written = Head {
             seq,
             hash,
             keyed: key.is_some(),
-        })
-        .map_err(|e| TrustError::file(&file, e))?;
+        };
+        let mut head = serde_json::to_vec(&written).map_err(|e| TrustError::file(&file, e))?;
         // Rewritten in place, padded to one fixed size, under the lock: a rename per call
         // makes ext4 write the new file's data back at once, which cost most of a proxied
         // call. Neither this nor the line above is flushed to disk: flushing only one of
         // them would not make the pair consistent after a power loss.
         head.resize(HEAD_BYTES.max(head.len()), b' ');
-        let head_path = self.dir.join(HEAD);
-        let fail_head = |e: std::io::Error| TrustError::file(&head_path, e);
+        let fail_head = |e: std::io::Error| TrustError::file(&d.paths[0], e);
         use std::os::unix::fs::FileExt;
         d.head.write_all_at(&head, 0).map_err(fail_head)?;
         // Cut only when it shrank (a truncation to the same length still costs ext4
@@ -421,6 +435,7 @@ impl AuditLog {
             d.head.set_len(head.len() as u64).map_err(fail_head)?;
         }
         d.head_len = head.len() as u64;
+        d.last = length.map(|[_, trail]| ([d.head_len, trail + text.len() as u64], written));
         Ok(())
     }
 

@@ -344,3 +344,29 @@ async fn held_lines_are_written_on_an_exit_that_drops_no_task() {
     assert_eq!(lines(&log).len(), 1);
     assert_eq!(log.verify().unwrap_or_else(|e| panic!("{e}")), 1);
 }
+
+/// A writer that wrote the last line goes on from the head it wrote without reading it
+/// again, and reads it again whenever another writer's line came between, or the head
+/// file changed: the chain stays one, whoever writes in whatever order.
+#[test]
+fn a_writer_reads_the_head_again_only_when_another_wrote() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (AuditLog::new(d.path()), AuditLog::new(d.path()));
+    for (i, log) in [&a, &a, &a, &b, &a, &b, &b, &a].into_iter().enumerate() {
+        log.record("call", json!({"n": i}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(a.verify().unwrap_or_else(|e| panic!("{e}")), 8);
+    // The head edited behind a's back (its length changed), nothing appended: read
+    // again, and a forged head is not continued from blindly.
+    let head = d.path().join(HEAD);
+    let text = std::fs::read_to_string(&head).unwrap_or_else(|e| panic!("{e}"));
+    let forged = text
+        .replace("\"seq\":8", "\"seq\":80")
+        .trim_end()
+        .to_owned();
+    std::fs::write(&head, forged).unwrap_or_else(|e| panic!("{e}"));
+    a.record("call", json!({"n": 8}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(lines(&a)[8].contains("\"seq\":81"), "{}", lines(&a)[8]);
+}
