@@ -5,6 +5,8 @@
 //! stateless client's `subscriptions/listen` stream over HTTP hears what its filter
 //! names, tagged with its subscription.
 
+use std::io::BufReader;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use edgar_tests::{procs_with_tag, user_config};
@@ -48,6 +50,34 @@ fn heard(d: &mut Driver, next: &mut u64, method: &str, uri: Option<&str>, n: usi
         std::thread::sleep(Duration::from_millis(100));
     }
     count(d)
+}
+
+/// The stateless era's `_meta` of a request.
+fn modern() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// A `subscriptions/listen` stream over HTTP: request `id`, notifications `filter`.
+fn listen(gw: &HttpGateway, id: u64, filter: Value) -> BufReader<TcpStream> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                      "params": {"notifications": filter, "_meta": modern()}});
+    gw.stream(
+        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
+        &body,
+    )
+}
+
+/// A listen stream (request 7) watching `uri`, once its acknowledgement listed it.
+fn watcher(gw: &HttpGateway, uri: &str) -> BufReader<TcpStream> {
+    let mut stream = listen(gw, 7, json!({"resourceSubscriptions": [uri]}));
+    let ack = next_event(&mut stream).unwrap_or_default();
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([uri]),
+        "{ack}"
+    );
+    stream
 }
 
 #[test]
@@ -117,25 +147,10 @@ fn listen_and_touch(test: &str, args: &[&str], uri: &str, tool: &str) {
     let t = format!("{}-{test}", std::process::id());
     example(home.path(), &t);
     let gw = HttpGateway::start(home.path(), args);
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
-    let open = |id: u64, filter: Value| {
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-                          "params": {"notifications": filter, "_meta": meta}});
-        gw.stream(
-            "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
-            &body,
-        )
-    };
+    let meta = modern();
     let next = next_event;
-    let mut watching = open(7, json!({"resourceSubscriptions": [uri]}));
-    let mut listing = open(8, json!({"resourcesListChanged": true}));
-    let ack = next(&mut watching).unwrap_or_default();
-    assert_eq!(
-        ack["params"]["notifications"]["resourceSubscriptions"],
-        json!([uri]),
-        "{ack}"
-    );
+    let mut watching = watcher(&gw, uri);
+    let mut listing = listen(&gw, 8, json!({"resourcesListChanged": true}));
     assert!(next(&mut listing).is_some(), "acknowledged");
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": tool, "arguments": {"uri": WATCHED}, "_meta": meta}});
@@ -189,20 +204,8 @@ fn a_listen_acknowledgement_waits_for_the_upstream_subscription() {
         json!({"st": {"command": STATELESS, "env": env}}),
     );
     let gw = HttpGateway::start(home.path(), &["--servers", "st", "--transparent"]);
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
-        "params": {"notifications": {"resourceSubscriptions": ["note://one"]}, "_meta": meta}});
-    let mut watching = gw.stream(
-        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
-        &body,
-    );
-    let ack = next_event(&mut watching).unwrap_or_default();
-    assert_eq!(
-        ack["params"]["notifications"]["resourceSubscriptions"],
-        json!(["note://one"]),
-        "{ack}"
-    );
+    let meta = modern();
+    let mut watching = watcher(&gw, "note://one");
     let touch = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "touch", "arguments": {"uri": "note://one"}, "_meta": meta}});
     let (code, _, body) = gw.post_in(None, touch);
@@ -239,20 +242,7 @@ fn one_clients_unsubscribe_does_not_end_anothers_updates() {
     let t = format!("{}-news-held", std::process::id());
     example(home.path(), &t);
     let gw = HttpGateway::start(home.path(), &["--servers", "example", "--transparent"]);
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
-        "params": {"notifications": {"resourceSubscriptions": [WATCHED]}, "_meta": meta}});
-    let mut watching = gw.stream(
-        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\n",
-        &body,
-    );
-    let ack = next_event(&mut watching).unwrap_or_default();
-    assert_eq!(
-        ack["params"]["notifications"]["resourceSubscriptions"],
-        json!([WATCHED]),
-        "{ack}"
-    );
+    let mut watching = watcher(&gw, WATCHED);
     let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
         "capabilities": {}}});
