@@ -20,3 +20,4 @@ pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod trust;
+pub mod workdir;

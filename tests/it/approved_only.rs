@@ -59,9 +59,17 @@ fn a_server_without_cwd_runs_in_a_private_empty_directory_not_the_users() {
         json!({"f": {"command": FAKE, "args": ["good"],
                      "env": {"FAKE_TOOLS": cwd_tool.display().to_string()}}}),
     );
-    let r = run(EDGAR, h.path(), &["mcp", "call", "f__cwd"], b"");
+    // One left by an edgar killed outright (its pid runs nothing), with what its server
+    // wrote there: the next edgar to start a server removes it.
+    let tmp = home();
+    let left = tmp.path().join(format!("edgar-cwd-{}-Ab12Cd", i32::MAX));
+    write(&left.join("scratch/state"), "x");
+    let tmpdir = tmp.path().to_string_lossy().into_owned();
+    let r = edgar(h.path(), &[("TMPDIR", &tmpdir)], &["mcp", "call", "f__cwd"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!left.exists(), "a killed edgar's directory stayed");
     let dir = PathBuf::from(r.stdout.trim());
+    assert!(dir.starts_with(tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"))));
     let started_in = h.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
     assert_ne!(dir, started_in, "the server ran where edgar was started");
     assert!(
@@ -69,7 +77,7 @@ fn a_server_without_cwd_runs_in_a_private_empty_directory_not_the_users() {
         "{} is inside the user's directory",
         dir.display()
     );
-    // It was private and is gone with the server.
+    // It was private, named after its edgar, and is gone with the server.
     assert!(
         dir.file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("edgar-cwd-")),

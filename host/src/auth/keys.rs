@@ -237,9 +237,7 @@ pub(crate) async fn secret_command(argv: &[String]) -> Result<Secret, String> {
     // Run in a private empty directory, never the one edgar was started in: a program
     // named without a path, or a launcher (`python -m`, `npx`), would load a cloned
     // repository's code from there.
-    let workdir = tempfile::Builder::new()
-        .prefix("edgar-cwd-")
-        .tempdir()
+    let workdir = crate::workdir::Workdir::new()
         .map_err(|e| fail(format!("cannot make a private working directory: {e}")))?;
     let mut child = tokio::process::Command::new(program)
         .args(args)

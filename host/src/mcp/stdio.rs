@@ -64,7 +64,7 @@ pub(crate) struct Stdio {
     child: Arc<tokio::sync::Mutex<Child>>,
     pgid: Option<rustix::process::Pid>,
     /// The private working directory made for it, removed when it is dropped.
-    _workdir: Option<tempfile::TempDir>,
+    _workdir: Option<crate::workdir::Workdir>,
     /// The proxy of a confined server with a `"net"` host list; stopped at close.
     egress: Option<super::sandbox::proxy::Egress>,
     stderr: Arc<StderrTail>,
@@ -173,7 +173,7 @@ impl Stdio {
         let workdir = match (s.cwd, s.sandbox) {
             (Some(_), None) => None,
             _ => Some(
-                neutral_dir()
+                crate::workdir::Workdir::new()
                     .map_err(|e| format!("cannot make a private working directory for it: {e}"))?,
             ),
         };
@@ -355,13 +355,6 @@ impl Drop for Stdio {
             }
         }
     }
-}
-
-/// A fresh, empty directory only this user can enter (0700, a random name under the
-/// temporary directory): a server without a `cwd` runs there, so `python -m`, `npx` and
-/// `uv` find no code of the directory edgar was started in.
-pub(crate) fn neutral_dir() -> std::io::Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix("edgar-cwd-").tempdir()
 }
 
 async fn write_loop(
