@@ -25,6 +25,8 @@ mod inspect;
 mod prompts;
 mod refresh;
 mod resources;
+#[cfg(test)]
+mod tests;
 mod utilities;
 
 use super::McpError;
@@ -494,6 +496,14 @@ impl SessionInner {
     /// The server's last discovery timings, from the cache (`edgar mcp list --timings`).
     pub fn timings(&self, name: &str) -> Option<Timings> {
         self.cache.read_timings(&self.server(name).ok()?.spec)
+    }
+
+    /// Keeps a background task's handle for `close` to abort, forgetting those that
+    /// have finished, so a long session does not gather one per task it ever ran.
+    fn keep(&self, task: tokio::task::AbortHandle) {
+        let mut background = crate::sync::lock(&self.background);
+        background.retain(|h| !h.is_finished());
+        background.push(task);
     }
 
     /// Shuts every started server down and reaps it.

@@ -281,10 +281,9 @@ async fn append(
     // Taken: kept again only after a write that is known to have committed.
     let known = link.known.take();
     if let (false, false, Some((seq, prev))) = (retrying, link.contended, &known) {
-        let (seq, prev) = (*seq, prev.clone());
-        let c = Chained::after(seq, prev.clone(), key, batch, &Default::default());
+        let c = Chained::after(*seq, prev.clone(), key, batch, &Default::default());
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
-            &c.seqs, &c.ids, &c.lines, &c.hashes, &c.seq, &c.prev, &seq, &prev,
+            &c.seqs, &c.ids, &c.lines, &c.hashes, &c.seq, &c.prev, seq, prev,
         ];
         let inserted = link
             .client

@@ -16,7 +16,6 @@ use crate::mcp::cache::now;
 use super::{
     Catalog, FAILURE_COOLDOWN, PromptNames, Server, Session, SessionInner, State, join_all, offered,
 };
-use crate::sync::lock;
 
 pub(super) fn dedupe_names(names: Vec<ToolName>) -> Vec<ToolName> {
     let mut seen = HashSet::new();
@@ -166,11 +165,7 @@ impl Session {
                     None => work.await,
                 }
             });
-            {
-                let mut bg = lock(&self.background);
-                bg.retain(|h| !h.is_finished());
-                bg.push(task.abort_handle());
-            }
+            self.keep(task.abort_handle());
             running.push((name.clone(), task));
         }
         for (name, mut task) in running {

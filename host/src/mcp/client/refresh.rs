@@ -14,7 +14,6 @@ use crate::mcp::cache::{Entry, now};
 
 use super::discovery::{fresh_until, guard_tools, list_tools, pin_tools};
 use super::{Running, Server, SessionInner, State, offered};
-use crate::sync::lock;
 
 /// Least time between two refreshes after `notifications/tools/list_changed`: a server
 /// that says so in a loop gets one refresh a second, not one per message.
@@ -91,7 +90,7 @@ impl SessionInner {
                 }
             }
         });
-        lock(&self.background).push(task.abort_handle());
+        self.keep(task.abort_handle());
     }
 
     /// Refreshes a running server's tools whenever it says its list changed.

@@ -114,7 +114,7 @@ impl SessionInner {
     ) -> Result<(), McpError> {
         let (acked_tx, acked) = oneshot::channel();
         let (failed_tx, failed) = oneshot::channel();
-        {
+        let id = {
             let mut watched = lock(&running.watched);
             if watched.contains_key(uri) {
                 return Ok(());
@@ -127,16 +127,20 @@ impl SessionInner {
             }
             let (r, asked, server) = (running.clone(), uri.to_owned(), server.to_owned());
             let listen = tokio::spawn(async move {
-                let params = json!({"notifications": {"resourceSubscriptions": [asked]}});
+                let params = json!({"notifications": {"resourceSubscriptions": [&asked]}});
                 let ended = r.conn.listen(params, super::refresh::LISTEN_FOR, acked_tx);
-                if let Err(e) = ended.await {
+                let ended = ended.await;
+                // An ended stream watches nothing: the URI may be subscribed again.
+                unwatch(&r, &asked, tokio::task::id());
+                if let Err(e) = ended {
                     tracing::debug!(server, "a resource subscription ended: {e}");
                     let _ = failed_tx.send(e);
                 }
             });
             watched.insert(uri.to_owned(), listen.abort_handle());
-            lock(&self.background).push(listen.abort_handle());
-        }
+            self.keep(listen.abort_handle());
+            listen.id()
+        };
         let acknowledged = async {
             if acked.await.is_ok() {
                 return Ok(());
@@ -156,11 +160,20 @@ impl SessionInner {
                     timeout: wait,
                 })
             });
-        if outcome.is_err()
-            && let Some(listen) = lock(&running.watched).remove(uri)
-        {
-            listen.abort();
+        if outcome.is_err() {
+            unwatch(running, uri, id);
         }
         outcome
+    }
+}
+
+/// Ends the listen stream task `id` watching `uri` at `running`, and forgets it; one
+/// that has since been replaced by a newer subscription is left alone.
+fn unwatch(running: &Running, uri: &str, id: tokio::task::Id) {
+    let mut watched = lock(&running.watched);
+    if watched.get(uri).is_some_and(|h| h.id() == id)
+        && let Some(listen) = watched.remove(uri)
+    {
+        listen.abort();
     }
 }
