@@ -14,6 +14,7 @@ use std::process::Stdio as Pipe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Buf as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -371,9 +372,11 @@ async fn write_loop(
                 None => break,
             },
         };
+        // The line and its newline in one `writev`: written apart, the server was woken
+        // for a line without its end, and read again.
+        let mut line = msg.bytes.chain(&b"\n"[..]);
         let write = async {
-            stdin.write_all(&msg.bytes).await?;
-            stdin.write_all(b"\n").await?;
+            stdin.write_all_buf(&mut line).await?;
             stdin.flush().await
         };
         let done = tokio::select! {
