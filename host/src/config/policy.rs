@@ -2,7 +2,7 @@
 //! prompts and resources pass, the result cap, and what the guard's findings lead to.
 
 /// The part of the policy that applies to one server's tools and results, kept with its
-/// [`ServerSpec`] so filtering needs no lookup.
+/// [`ServerSpec`](super::ServerSpec) so filtering needs no lookup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
     pub allow: Option<Vec<String>>,
