@@ -3,10 +3,16 @@
 
 /// Untrusted text in a message: control characters escaped, at most 80 bytes, quoted.
 pub fn shown(s: &str) -> String {
-    let mut out = String::with_capacity(s.len().min(90) + 2);
+    shown_up_to(s, 80)
+}
+
+/// [`shown`], cut after about `max` bytes instead of 80: for text whose end says what
+/// went wrong (a path in a server's stderr line).
+pub fn shown_up_to(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max + 10) + 2);
     out.push('\'');
     for c in s.chars() {
-        if out.len() >= 80 {
+        if out.len() >= max {
             out.push('…');
             break;
         }
@@ -195,6 +201,10 @@ mod tests {
     fn shown_escapes_and_bounds() {
         assert_eq!(shown("a\u{1b}[31m"), "'a\\u{1b}[31m'");
         assert!(shown(&"x".repeat(500)).len() < 90);
+        let path = format!("/{}/end.js", "d".repeat(150));
+        assert!(shown_up_to(&path, 240).contains("end.js"));
+        assert!(shown_up_to(&"x".repeat(500), 240).len() < 250);
+        assert!(shown_up_to("a\u{202e}b", 240).contains("\\u{202e}"));
         assert!(!shown_message("a\nb\rc").contains('\n'));
     }
 }

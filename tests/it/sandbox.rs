@@ -475,6 +475,80 @@ fn real_servers_run_confined_with_the_readmes_profiles() {
     );
 }
 
+/// A user's server confined to its data alone still starts: the install its program
+/// lives in (npm's `node_modules`, a Python virtual environment) is read with it. A
+/// project's entry gets no such thing: its profile names what it reads, approved.
+#[test]
+fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
+    let h = Home::new();
+    let python = edgar_tests::installed("py/bin/python");
+    let base_prefix = std::process::Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let root = h.path().join("allowed").display().to_string();
+    let fs_bin = edgar_tests::installed("npm/node_modules/.bin/mcp-server-filesystem")
+        .display()
+        .to_string();
+    let fs = json!({"command": fs_bin, "args": [root], "startup_timeout_sec": 60,
+                    "sandbox": {"net": "none"}});
+    user_config(
+        h.path(),
+        json!({
+            "fs": fs,
+            "py": {"command": python.display().to_string(),
+                   "args": [edgar_tests::fixture("python_server.py").display().to_string()],
+                   "startup_timeout_sec": 60,
+                   "sandbox": {"read": [base_prefix], "net": "none"}},
+        }),
+    );
+    let call = |name: &str, args: Value| {
+        let r = run(
+            EDGAR,
+            h.path(),
+            &["mcp", "call", name, &args.to_string()],
+            b"",
+        );
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        r.stdout
+    };
+    let note = h.path().join("allowed/notes.txt").display().to_string();
+    assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
+    assert!(call("py__add", json!({"a": 20, "b": 22})).contains("42"));
+    // Not its home's secrets for all that.
+    let secret = h.path().join(".ssh/id_rsa").display().to_string();
+    let r = run(
+        EDGAR,
+        h.path(),
+        &[
+            "mcp",
+            "call",
+            "fs__read_text_file",
+            &json!({"path": secret}).to_string(),
+        ],
+        b"",
+    );
+    assert!(!r.stdout.contains("PRIVATE KEY"), "{}", r.stdout);
+
+    // The same entry in a project, approved: its install is not read, so it cannot start.
+    let repo = h.path().join("repo");
+    write(
+        &repo.join(".mcp.json"),
+        &json!({"mcpServers": {"pfs": fs}}).to_string(),
+    );
+    let in_repo = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(EDGAR);
+        edgar_tests::in_home(cmd.args(args), h.path()).current_dir(&repo);
+        Run::from(cmd.output().unwrap_or_else(|e| panic!("{e}")))
+    };
+    let approve = in_repo(&["mcp", "approve", "pfs", "--yes"]);
+    assert_eq!(approve.code, Some(0), "{}", approve.stderr);
+    let r = in_repo(&["mcp", "tools", "pfs"]);
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stderr.contains("it runs confined"), "{}", r.stderr);
+}
+
 #[test]
 fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
     let h = Home::new();

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{HostPort, Net, SandboxProfile};
 
+mod install;
 #[cfg(target_os = "linux")]
 mod netns;
 pub(crate) mod proxy;
@@ -195,36 +196,69 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// Builds the confinement of one server: `program` (found through `path`, the `PATH` it
-/// runs with, as exec will find it), its `args`, its working and temporary directory
-/// `workdir` (written), and its `cwd` (read).
+/// The program a confined server runs, as its entry names it.
+pub struct Program<'a> {
+    /// The command, found through `path` (the `PATH` it runs with) as exec will find it.
+    pub command: &'a str,
+    pub path: Option<&'a std::ffi::OsStr>,
+    pub args: &'a [String],
+    /// Where it runs (read), if its entry or project says.
+    pub cwd: Option<&'a Path>,
+    /// The entry is in the user's own config: the install its program or script lives
+    /// in is read with it (`sandbox/install.rs`).
+    pub users_own: bool,
+}
+
+/// Builds the confinement of one server running `program`: the system's directories,
+/// the program and the paths its arguments name, its `cwd` (read), its working and
+/// temporary directory `workdir` (written), and what its profile adds.
 /// `protected` are edgar's own directories, never readable, whatever the profile says.
 pub fn prepare(
     profile: &SandboxProfile,
-    program: &str,
-    path: Option<&std::ffi::OsStr>,
-    args: &[String],
+    program: &Program<'_>,
     workdir: &Path,
-    cwd: Option<&Path>,
     protected: &[PathBuf],
 ) -> Result<Prepared, String> {
+    let Program {
+        command,
+        path,
+        args,
+        cwd,
+        users_own,
+    } = *program;
     let mut rules = Rules::default();
     for p in SYSTEM_READ {
         rules.read.push(PathBuf::from(p));
     }
-    if let Some(p) = crate::trust::policy::resolve_program(program, path, cwd) {
-        rules.read.push(p);
+    let against = |c: &str| match cwd {
+        Some(d) => d.join(c),
+        None => PathBuf::from(c),
+    };
+    // The program and each path its arguments name, as written and as found.
+    let mut named = Vec::new();
+    if command.contains('/') {
+        named.push(against(command));
+    }
+    if let Some(p) = crate::trust::policy::resolve_program(command, path, cwd) {
+        rules.read.push(p.clone());
+        named.push(p);
     }
     for a in args {
         let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
         for c in candidates.into_iter().flatten() {
-            let p = match cwd {
-                Some(d) => d.join(c),
-                None => PathBuf::from(c),
-            };
+            let p = against(c);
             if p.is_absolute() && p.exists() {
-                rules.read.push(p);
+                rules.read.push(p.clone());
+                if let Ok(found) = p.canonicalize() {
+                    named.push(found);
+                }
+                named.push(p);
             }
+        }
+    }
+    if users_own {
+        for p in &named {
+            rules.read.extend(install::of(p));
         }
     }
     if let Some(d) = cwd {
@@ -232,7 +266,7 @@ pub fn prepare(
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if let Some(h) = &home {
-        for d in launcher_dirs(program) {
+        for d in launcher_dirs(command) {
             let p = h.join(d);
             if p.exists() {
                 rules.write.push(p);
@@ -516,69 +550,4 @@ impl Prepared {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_allowed_parent_never_reaches_a_protected_child() {
-        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let home = d.path();
-        for p in [
-            ".ssh",
-            ".config/edgar",
-            ".config/other",
-            ".local/state/edgar",
-            "work",
-        ] {
-            std::fs::create_dir_all(home.join(p)).unwrap_or_else(|e| panic!("{e}"));
-        }
-        let protected = vec![home.join(".config/edgar"), home.join(".local/state/edgar")];
-        let mut out = Vec::new();
-        Rules::allow_except(&mut out, home, &protected);
-        out.sort();
-        assert!(out.contains(&home.join(".ssh")) && out.contains(&home.join("work")));
-        assert!(out.contains(&home.join(".config/other")));
-        for p in &out {
-            assert!(
-                !protected.iter().any(|x| x.starts_with(p)),
-                "{} would grant {}",
-                p.display(),
-                protected[0].display()
-            );
-        }
-        // A protected path itself, or one inside it, is never allowed.
-        let mut out = Vec::new();
-        Rules::allow_except(&mut out, &home.join(".config/edgar/sub"), &protected);
-        assert!(out.is_empty());
-    }
-
-    #[test]
-    fn the_description_names_the_profile() {
-        let p = SandboxProfile {
-            read: vec![PathBuf::from("/data")],
-            write: Vec::new(),
-            net: Net::All,
-            implied: false,
-        };
-        assert_eq!(
-            describe(&p),
-            "confined: landlock + seccomp, net: all, read: /data, write: -"
-        );
-        let hosts = ["api.example.com:443", "localhost:5432"]
-            .iter()
-            .map(|h| HostPort::parse(h).unwrap_or_else(|e| panic!("{e}")))
-            .collect();
-        let p = SandboxProfile {
-            net: Net::Hosts(hosts),
-            implied: true,
-            ..p
-        };
-        let line = describe(&p);
-        assert!(
-            line.contains(
-                "net: api.example.com:443, localhost:5432 (by name, through edgar's proxy)"
-            ) && line.ends_with("its entry's \"sandbox\" changes it)"),
-            "{line}"
-        );
-    }
-}
+mod tests;

@@ -53,6 +53,8 @@ pub const INHERITED_ENV: &[&str] = &[
 const STDERR_TAIL_LINES: usize = 20;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL_BYTES: usize = 4 << 10;
+/// Longest stderr line shown in an error (bytes): enough for the path a failure names.
+const STDERR_LINE_SHOWN: usize = 240;
 /// Most stderr written to a server's log file per session.
 const MAX_LOG_BYTES: u64 = 4 << 20;
 /// How long a server gets to exit after its stdin closes, and again after SIGTERM.
@@ -138,7 +140,7 @@ impl StderrTail {
         let lines: Vec<String> = q
             .iter()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| shown(l.trim_end()))
+            .map(|l| crate::text::shown_up_to(l.trim_end(), STDERR_LINE_SHOWN))
             .collect();
         if lines.is_empty() {
             String::new()
@@ -163,6 +165,8 @@ pub(crate) struct Spawn<'a> {
     pub log: Option<PathBuf>,
     /// The confinement of its process, when its entry has one.
     pub sandbox: Option<&'a crate::config::SandboxProfile>,
+    /// Its entry is in the user's own config, not a project's.
+    pub users_own: bool,
 }
 
 impl Stdio {
@@ -192,15 +196,19 @@ impl Stdio {
                 Some(
                     super::sandbox::prepare(
                         profile,
-                        s.command,
-                        // The PATH the server gets: its entry's, else edgar's.
-                        s.env
-                            .get("PATH")
-                            .map(std::ffi::OsStr::new)
-                            .or(std::env::var_os("PATH").as_deref()),
-                        s.args,
+                        &super::sandbox::Program {
+                            command: s.command,
+                            // The PATH the server gets: its entry's, else edgar's.
+                            path: s
+                                .env
+                                .get("PATH")
+                                .map(std::ffi::OsStr::new)
+                                .or(std::env::var_os("PATH").as_deref()),
+                            args: s.args,
+                            cwd: s.cwd,
+                            users_own: s.users_own,
+                        },
                         dir.path(),
-                        s.cwd,
                         &protected,
                     )
                     .map_err(|e| format!("it cannot be confined as its entry says: {e}"))?,
