@@ -557,7 +557,20 @@ fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
         a.extend_from_slice(args);
         let r = run(EDGAR, h.path(), &a, b"");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
+        r
     };
+    // A server added without a profile is said to run unconfined, once it is added.
+    let plain = add(&["plain", "--", FAKE, "good"]);
+    assert!(plain.stdout.starts_with("added plain"), "{}", plain.stdout);
+    assert!(
+        plain.stderr.contains("plain runs NOT confined"),
+        "{}",
+        plain.stderr
+    );
+    assert_eq!(
+        run(EDGAR, h.path(), &["mcp", "remove", "plain"], b"").code,
+        Some(0)
+    );
     add(&[
         "boxed",
         "--read",

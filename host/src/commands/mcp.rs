@@ -457,16 +457,16 @@ fn add(
             } else if confined {
                 entry["sandbox"] = json!({"read": sandbox.read, "write": sandbox.write,
                                           "net": net});
-            } else {
-                eprintln!(
-                    "note: {name} runs NOT confined (a user server is not, unless its entry has a \"sandbox\"): --read, --write and --net confine it, --no-sandbox says so"
-                );
             }
             entry
         }
         (None, None) => bail!("give the server's command after `--`, or --url URL"),
         (Some(_), Some(_)) => bail!("give either --url or a command, not both"),
     };
+    // Said once it is added: a user's stdio server with no profile (a project's gets
+    // edgar's default one).
+    let entry_unconfined =
+        !scope.project && entry.get("command").is_some() && entry.get("sandbox").is_none();
     let file = scope_file(paths, scope)?;
     edit::add_server(&file, name, entry)?;
     // Re-read so a bad entry (for example an unset ${VAR}) is reported now, and taken out
@@ -476,6 +476,11 @@ fn add(
         return Err(anyhow::Error::new(e).context(format!("{name} was not added")));
     }
     println!("added {name} to {}", file.display());
+    if entry_unconfined {
+        eprintln!(
+            "note: {name} runs NOT confined (a user server is not, unless its entry has a \"sandbox\"): --read, --write and --net confine it, --no-sandbox says so"
+        );
+    }
     if scope.project {
         println!(
             "it runs once approved: `edgar mcp approve {name}` shows what it would run and asks"
