@@ -12,26 +12,19 @@
 //! call, which cancels it at the server). End of input ends the serve loop; the caller
 //! closes the session.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
 
-use crate::mcp::McpError;
-use crate::mcp::ask::ASKER;
 use crate::mcp::client::Session;
-use crate::mcp::connection::{LOGS, LogSink, PROGRESS, ProgressSink};
-use crate::mcp::protocol::{
-    self, INVALID_PARAMS, Incoming, MAX_MESSAGE_BYTES, META_SUBSCRIPTION_ID, METHOD_NOT_FOUND,
-    MODERN, PROTOCOL,
-};
+use crate::mcp::connection::LOGS;
+use crate::mcp::protocol::{self, META_SUBSCRIPTION_ID, METHOD_NOT_FOUND, MODERN, PROTOCOL};
 use crate::telemetry::{Kind, Span};
-use crate::tools::search_tool::{self, TOOL_SEARCH, ToolSearch};
+use crate::tools::search_tool::ToolSearch;
 
+mod calls;
 mod content;
 pub mod elicit;
 pub mod http;
@@ -40,14 +33,15 @@ pub mod per_user;
 pub mod questions;
 mod refused;
 pub mod sign_in;
+mod stdio;
 pub mod team;
 pub mod trace;
 mod user;
 
 use crate::guard::SanitizedTool;
 use crate::sync::lock;
+use calls::{log_sink, progress_sink};
 use refused::Refused;
-use team::policy::Action;
 use team::{Principal, Team};
 
 /// The second built-in tool: calls a found tool by name.
@@ -226,151 +220,6 @@ impl Gateway {
     pub async fn close_users(&self) {
         if let Some(p) = &self.per_user {
             p.close().await;
-        }
-    }
-
-    /// Serves MCP on `input`/`output` (newline-delimited JSON) until `input` ends.
-    /// Requests still running then are stopped.
-    pub async fn serve<R, W>(self: &Arc<Self>, input: R, output: W) -> std::io::Result<()>
-    where
-        R: AsyncBufRead + Unpin,
-        W: AsyncWrite + Unpin + Send + 'static,
-    {
-        let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
-        let writer = tokio::spawn(write_all(rx, output));
-        let forward = self.forward_news(tx.clone());
-        let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
-        // What the client said at `initialize` it can answer of upstream servers' questions.
-        let mut answers = questions::Answers::default();
-        let mut input = input;
-        let mut line = Vec::new();
-        let result = loop {
-            line.clear();
-            // Capped like every reader of edgar's: a longer line ends the session.
-            let limit = MAX_MESSAGE_BYTES as u64;
-            let n = match (&mut input)
-                .take(limit + 1)
-                .read_until(b'\n', &mut line)
-                .await
-            {
-                Ok(n) => n,
-                Err(e) => break Err(e),
-            };
-            if n == 0 {
-                break Ok(());
-            }
-            if n as u64 > limit {
-                break Err(std::io::Error::other(
-                    "a request line is over the message size limit",
-                ));
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let messages = match protocol::decode(&line) {
-                Ok(m) => m,
-                Err(reason) => {
-                    let reply = protocol::error_response(&Value::Null, -32700, &reason);
-                    let _ = tx.send(reply).await;
-                    continue;
-                }
-            };
-            for m in messages {
-                self.dispatch(m, &tx, &running, &mut answers).await;
-            }
-        };
-        for (_, task) in lock(&running).drain() {
-            task.abort();
-        }
-        forward.abort();
-        drop(tx);
-        let _ = writer.await;
-        result
-    }
-
-    async fn dispatch(
-        self: &Arc<Self>,
-        message: Incoming,
-        tx: &mpsc::Sender<Vec<u8>>,
-        running: &Arc<Mutex<HashMap<String, AbortHandle>>>,
-        answers: &mut questions::Answers,
-    ) {
-        match message {
-            Incoming::Request { id, method, params } if method == "subscriptions/listen" => {
-                // Never answered: it stays open until the client cancels it, and carries
-                // the notifications it asked for (tool list changes, here).
-                let listened = self.listened(&Caller::Local, &id, &params);
-                if let Some(news) = listened.news {
-                    lock(&self.watchers).push((id.clone(), news));
-                }
-                lock(&self.holding).push((id.clone(), listened.held));
-                if listened.tools {
-                    lock(&self.listeners).push(id);
-                }
-                // Acknowledged once its servers are subscribed, without holding up what
-                // the client sends meanwhile.
-                let (tx, subscribing) = (tx.clone(), listened.subscribing);
-                tokio::spawn(async move {
-                    let _ = tx.send(subscribing.done().await).await;
-                });
-            }
-            Incoming::Request { id, method, params } => {
-                if method == "initialize" {
-                    *answers = questions::Answers::declared(&params["capabilities"]);
-                }
-                // What upstream servers ask while this runs goes to the client, if it can
-                // answer.
-                let asker = answers
-                    .any()
-                    .then(|| self.questions.asker("", *answers, tx.clone()));
-                let key = id.to_string();
-                let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
-                let key2 = key.clone();
-                // Held while spawning, so the task's own removal comes after this insert.
-                let mut running = lock(running);
-                let task = tokio::spawn(async move {
-                    let answer = me.answer(&Caller::Local, &id, &method, params, &tx2);
-                    let answer = async move {
-                        match asker {
-                            Some(asker) => ASKER.scope(asker, answer).await,
-                            None => answer.await,
-                        }
-                    };
-                    // The request's audit lines are written once its answer is out.
-                    let (reply, lines) = crate::trust::audit::deferring(answer).await;
-                    lock(&running2).remove(&key2);
-                    let _ = tx2.send(reply).await;
-                    // The writer goes first (woken from here, it would run after this).
-                    tokio::task::yield_now().await;
-                    drop(lines);
-                });
-                running.insert(key, task.abort_handle());
-            }
-            Incoming::Notification { method, params } => {
-                if method == "notifications/cancelled"
-                    && let Some(id) = params.get("requestId")
-                {
-                    lock(&self.listeners).retain(|l| l != id);
-                    lock(&self.watchers).retain(|(l, _)| l != id);
-                    lock(&self.holding).retain(|(l, _)| l != id);
-                    if let Some(task) = lock(running).remove(&id.to_string()) {
-                        task.abort();
-                    }
-                }
-            }
-            Incoming::Refused { id, reason } => {
-                let _ = tx
-                    .send(protocol::error_response(&id, -32600, &reason))
-                    .await;
-            }
-            // Answers to the questions upstream servers asked the client.
-            Incoming::Response {
-                id: Some(id),
-                outcome,
-            } => {
-                self.questions.answered_raw("", id, outcome);
-            }
-            Incoming::Response { id: None, .. } => {}
         }
     }
 
@@ -574,137 +423,6 @@ impl Gateway {
         format!("{INSTRUCTIONS} Servers: {}.", names.join(", "))
     }
 
-    /// The served list: the two built-ins, then every tool found so far (every tool with
-    /// `--expose all`); for one server transparently, its tools alone by their own names.
-    async fn tools(&self, caller: &Caller) -> Vec<Value> {
-        let search = search_tool::definition();
-        let transparent = matches!(self.exposure, Exposure::Transparent(_));
-        let mut tools = vec![
-            json!({
-                "name": TOOL_SEARCH,
-                "description": SEARCH_DESCRIPTION,
-                "inputSchema": search["input_schema"],
-            }),
-            json!({
-                "name": CALL_TOOL,
-                "description": "Call a tool that tool_search returned, by its name, with arguments matching the schema it returned.",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "description": "The tool's name as tool_search returned it"},
-                        "arguments": {"type": "object", "description": "The tool's arguments"}
-                    },
-                    "required": ["name"]
-                },
-            }),
-        ];
-        if transparent {
-            tools.clear();
-        }
-        let served = if self.expose_all {
-            let catalog = self.session.catalog().await;
-            for e in &catalog.failures {
-                tracing::warn!("{}", crate::text::shown_message(&e.to_string()));
-            }
-            if catalog.tools.len() > MANY_TOOLS {
-                tracing::warn!(
-                    "serving {} tools: some clients take at most {MANY_TOOLS} (OpenAI) or 40 \
-                     (Cursor); serve without --expose all, or with --servers, to stay under",
-                    catalog.tools.len()
-                );
-            }
-            catalog.tools
-        } else {
-            self.sync_found(caller).await;
-            self.search.found_by(caller.key())
-        };
-        for t in served {
-            if !self.permits(caller, Action::ListTools, &t).allowed() {
-                continue;
-            }
-            let mut tool = json!({
-                "name": if transparent { t.tool() } else { t.name() },
-                "description": t.description(),
-                "inputSchema": t.input_schema(),
-            });
-            let h = t.hints();
-            let mut annotations = serde_json::Map::new();
-            for (key, value) in [
-                ("title", h.title.as_ref().map(|t| json!(t))),
-                ("readOnlyHint", h.read_only.map(Value::Bool)),
-                ("destructiveHint", h.destructive.map(Value::Bool)),
-                ("idempotentHint", h.idempotent.map(Value::Bool)),
-                ("openWorldHint", h.open_world.map(Value::Bool)),
-            ] {
-                if let Some(v) = value {
-                    annotations.insert(key.into(), v);
-                }
-            }
-            if !annotations.is_empty() {
-                tool["annotations"] = Value::Object(annotations);
-            }
-            tools.push(tool);
-        }
-        tools
-    }
-
-    async fn call(
-        &self,
-        caller: &Caller,
-        name: &str,
-        args: Value,
-        tx: &mpsc::Sender<Vec<u8>>,
-        progress: Option<ProgressSink>,
-    ) -> Reply {
-        if let Exposure::Transparent(server) = &self.exposure {
-            return self
-                .call_found(caller, &format!("{server}/{name}"), args, progress)
-                .await;
-        }
-        match name {
-            TOOL_SEARCH => {
-                let Some(query) = args.get("query").and_then(Value::as_str) else {
-                    return Err((INVALID_PARAMS, "tool_search needs a query".into()).into());
-                };
-                let user = caller.key();
-                let before = self.search.found_count(user);
-                let allowed =
-                    |t: &SanitizedTool| self.permits(caller, Action::ListTools, t).allowed();
-                let scope = search_tool::Scope {
-                    user,
-                    allowed: &allowed,
-                    failures_shown: self.team.is_none(),
-                };
-                let reply = self.search.search_for(&self.session, query, &scope).await;
-                // Servers whose tools only the user's own sign-in can bring: asked once.
-                if let Some(team) = &self.team {
-                    let wanted = self.sign_ins_wanted(team, caller).await;
-                    if !wanted.is_empty() {
-                        return self.sign_in_needed(team, caller, &wanted).await;
-                    }
-                }
-                let names = reply.tools.iter().map(|t| t.name.clone()).collect();
-                self.share_found(caller, names).await;
-                if self.search.found_count(user) > before {
-                    self.list_changed(tx).await;
-                    // No listener, no receiver: nothing to tell.
-                    let _ = self.grown.send(user.into());
-                }
-                Ok(text_result(&reply.text(), false))
-            }
-            CALL_TOOL => {
-                let Some(target) = args.get("name").and_then(Value::as_str) else {
-                    return Err(
-                        (INVALID_PARAMS, "call_tool needs the name of a tool".into()).into(),
-                    );
-                };
-                let inner = args.get("arguments").cloned().unwrap_or(json!({}));
-                self.call_found(caller, target, inner, progress).await
-            }
-            other => self.call_found(caller, other, args, progress).await,
-        }
-    }
-
     /// The input schema of tool `name` as `caller` is served it, if it is one (its
     /// `x-mcp-header` properties say which `Mcp-Param-*` headers a call must carry).
     /// One server's list is read at most, the one a call would start anyway; a hashed
@@ -791,85 +509,8 @@ impl Gateway {
             let _ = tx.send(tools_changed(&id)).await;
         }
     }
-
-    /// Calls a tool a search returned; anything else is refused with what to do instead,
-    /// so a client never calls a tool whose schema it has not seen.
-    async fn call_found(
-        &self,
-        caller: &Caller,
-        name: &str,
-        args: Value,
-        progress: Option<ProgressSink>,
-    ) -> Reply {
-        if let (Some(team), Caller::User(_)) = (&self.team, caller) {
-            return self.call_as_user(team, caller, name, args, progress).await;
-        }
-        if !self.expose_all && !self.search.has_found("", name) {
-            return Ok(text_result(
-                &format!(
-                    "no tool named {} has been found in this session: call tool_search first, then call one of the tools it returns",
-                    crate::text::shown(name)
-                ),
-                true,
-            ));
-        }
-        self.run_call(name, args, progress).await
-    }
-
-    /// Calls the tool through the session.
-    async fn run_call(&self, name: &str, args: Value, progress: Option<ProgressSink>) -> Reply {
-        run_call_in(&self.session, name, args, progress).await
-    }
 }
 
-/// Calls the tool through `session`; every outcome is a tool result, but the server
-/// needing what the client did not declare, which fails the request (-32021, with the
-/// capability in its `data`: see [`Refused::missing`]).
-async fn run_call_in(
-    session: &Session,
-    name: &str,
-    args: Value,
-    progress: Option<ProgressSink>,
-) -> Reply {
-    reply_of(call_in(session, name, args, progress).await)
-}
-
-/// Calls the tool through `session`, with the client's progress token if it gave one.
-async fn call_in(
-    session: &Session,
-    name: &str,
-    args: Value,
-    progress: Option<ProgressSink>,
-) -> Result<crate::guard::ToolOutput, McpError> {
-    let call = session.call(name, args);
-    match progress {
-        Some(sink) => PROGRESS.scope(sink, call).await,
-        None => call.await,
-    }
-}
-
-/// A call's outcome as the client is answered (see [`run_call_in`]).
-fn reply_of(called: Result<crate::guard::ToolOutput, McpError>) -> Reply {
-    match called {
-        Ok(out) => Ok(serde_json::to_value(&out).unwrap_or_else(|e| {
-            text_result(&format!("edgar could not encode the result: {e}"), true)
-        })),
-        Err(McpError::MissingCapability { capability, .. }) => Err(Refused::missing(capability)),
-        // A call its upstream made a task for a client that takes tasks fails as the
-        // task: that client reads `failed` and the error, not a tool result.
-        Err(e) if crate::mcp::task::escalated() => {
-            let code = match &e {
-                McpError::Server { code, .. } => *code,
-                _ => protocol::INTERNAL_ERROR,
-            };
-            Err((code, failure(&e)).into())
-        }
-        Err(e) => Ok(text_result(&failure(&e), true)),
-    }
-}
-
-/// Passes an upstream call's progress to the client under the token it chose. Progress
-/// is lossy: when the client reads slower than the server reports, updates are dropped.
 /// The gateway's span name and attributes for a request: OpenTelemetry's MCP
 /// conventions, the stateless era's version, and the team user.
 fn span_description(
@@ -888,37 +529,12 @@ fn span_description(
     (name, attributes)
 }
 
-fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> ProgressSink {
-    Arc::new(move |mut update: Value| {
-        update["progressToken"] = token.clone();
-        let _ = tx.try_send(protocol::notification("notifications/progress", update));
-    })
-}
-
-/// Passes an upstream server's log messages (checked by the connection) to the client.
-/// Lossy like progress: a client that reads slower than the server logs misses some.
-fn log_sink(tx: mpsc::Sender<Vec<u8>>) -> LogSink {
-    Arc::new(move |message: Value| {
-        let _ = tx.try_send(protocol::notification("notifications/message", message));
-    })
-}
-
-/// An upstream failure as the client's model reads it (a tool error, not a protocol
-/// error, so the model sees the reason and what to run).
-fn failure(e: &McpError) -> String {
-    crate::text::shown_message(&e.to_string())
-}
-
 /// The notification a listener `id` hears when its tool list grew.
 pub(crate) fn tools_changed(id: &Value) -> Vec<u8> {
     protocol::notification(
         "notifications/tools/list_changed",
         json!({"_meta": {(META_SUBSCRIPTION_ID): id}}),
     )
-}
-
-fn text_result(text: &str, is_error: bool) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
 /// What the gateway serves: tools, prompts, resources (their servers' list changes and
@@ -941,14 +557,4 @@ fn server_info() -> Value {
 
 fn supported() -> Vec<&'static str> {
     MODERN.iter().chain(PROTOCOL).copied().collect()
-}
-
-async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut out: W) {
-    while let Some(mut message) = rx.recv().await {
-        message.push(b'\n');
-        if out.write_all(&message).await.is_err() || out.flush().await.is_err() {
-            // The client is gone; the read side ends soon after.
-            return;
-        }
-    }
 }

@@ -8,10 +8,11 @@
 
 use serde_json::json;
 
+use super::calls::text_result;
 use super::questions::DECLARED;
 use super::team::Team;
 use super::team::policy::{Action, Target};
-use super::{Caller, Gateway, Refused, Reply, text_result};
+use super::{Caller, Gateway, Refused, Reply};
 use crate::mcp::client::ServerState;
 
 /// URL-mode elicitation required (MCP 2025-11-25).

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::calls::text_result;
 use super::team::Team;
 use super::team::metrics::Outcome;
 use super::team::policy::{Action, Decision, Target};
-use super::{Caller, Exposure, Gateway, Refused, Reply, text_result};
+use super::{Caller, Exposure, Gateway, Refused, Reply};
 use crate::guard::SanitizedTool;
 use crate::mcp::McpError;
 use crate::mcp::client::Session;
@@ -220,9 +221,9 @@ impl Gateway {
             // The user's own process of a per-user server.
             Some(p) if p.serves(server) => {
                 let session = p.session_for(caller.key());
-                super::call_in(&session, tool.name(), args, progress).await
+                super::calls::call_in(&session, tool.name(), args, progress).await
             }
-            _ => super::call_in(&self.session, tool.name(), args, progress).await,
+            _ => super::calls::call_in(&self.session, tool.name(), args, progress).await,
         };
         // A server the user signs in to themselves, and they have not (or no longer).
         if let Err(McpError::NeedsLogin { server: s, .. }) = &called
@@ -234,7 +235,7 @@ impl Gateway {
                 .sign_in_needed(team, caller, std::slice::from_ref(s))
                 .await;
         }
-        let result = super::reply_of(called);
+        let result = super::calls::reply_of(called);
         let outcome = match &result {
             Ok(r) if r["isError"] != true => Outcome::Ok,
             _ => Outcome::ToolError,
