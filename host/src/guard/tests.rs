@@ -4,6 +4,7 @@ use std::sync::OnceLock;
 
 use serde_json::json;
 
+use super::adapter::MAX_POOLED_INPUT_BYTES;
 use super::*;
 
 fn adapter() -> Arc<Adapter> {
