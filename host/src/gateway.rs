@@ -9,8 +9,9 @@
 //! whose `_meta` names a stateless version is answered in that era (`server/discover`,
 //! `resultType`), anything else after the `initialize` handshake. Requests run
 //! concurrently; `notifications/cancelled` stops the one it names (dropping its upstream
-//! call, which cancels it at the server). End of input ends the serve loop; the caller
-//! closes the session.
+//! call, which cancels it at the server). End of input ends the serve loop once what
+//! was asked before it is answered (at most `FINISH_AFTER_EOF`); the caller closes the
+//! session.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1125,6 +1125,71 @@ fn a_cancelled_call_is_never_answered_and_end_of_input_reaps_every_server() {
     assert!(procs_with_tag(&t).is_empty());
 }
 
+/// A script that pipes its requests in and closes its input at once (`printf ... |
+/// edgar mcp serve`) still reads every answer, a call to a lazily started server's
+/// tool included; then the gateway exits and reaps the server.
+#[test]
+fn requests_piped_in_before_the_end_of_input_are_answered() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("piped");
+    user_config(
+        home.path(),
+        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+    );
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "f__add", "arguments": {"a": 2, "b": 3}}}),
+    ];
+    let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let mut cmd = Command::new(EDGAR);
+    cmd.args(["mcp", "serve", "--expose", "all"]);
+    let r = run_piped(in_home(&mut cmd, home.path()), input.as_bytes());
+    assert_eq!(r.0, Some(0));
+    let answers: Vec<Value> =
+        r.1.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|m: &Value| m.get("id").is_some())
+            .collect();
+    let answer = |id: u64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {answers:?}"))
+    };
+    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "edgar");
+    assert!(answer(2)["result"]["tools"].is_array());
+    assert_eq!(
+        answer(3)["result"]["content"][0]["text"],
+        "5",
+        "{}",
+        answer(3)
+    );
+    assert!(procs_with_tag(&t).is_empty());
+}
+
+/// Runs `cmd` with `input` on its stdin, closed at once: its exit code and stdout.
+fn run_piped(cmd: &mut Command, input: &[u8]) -> (Option<i32>, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 #[test]
 fn expose_all_lists_every_tool_of_the_chosen_servers() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -15,9 +15,22 @@ use crate::mcp::ask::ASKER;
 use crate::mcp::protocol::{self, Incoming, MAX_MESSAGE_BYTES};
 use crate::sync::lock;
 
+/// How long the answers to what a client asked before the end of its input may take.
+const FINISH_AFTER_EOF: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The requests being answered, by id (`notifications/cancelled` aborts one), and a
+/// signal each gives once its answer is queued.
+#[derive(Default)]
+struct InFlight {
+    tasks: Mutex<HashMap<String, AbortHandle>>,
+    done: tokio::sync::Notify,
+}
+
 impl Gateway {
-    /// Serves MCP on `input`/`output` (newline-delimited JSON) until `input` ends.
-    /// Requests still running then are stopped.
+    /// Serves MCP on `input`/`output` (newline-delimited JSON) until `input` ends. What
+    /// was asked before the end is still answered if the answer comes within
+    /// `FINISH_AFTER_EOF` (5 s) and the client still reads; requests running after that are
+    /// stopped (their upstream calls cancelled).
     pub async fn serve<R, W>(self: &Arc<Self>, input: R, output: W) -> std::io::Result<()>
     where
         R: AsyncBufRead + Unpin,
@@ -26,7 +39,7 @@ impl Gateway {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
         let writer = tokio::spawn(write_all(rx, output));
         let forward = self.forward_news(tx.clone());
-        let running: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
+        let running: Arc<InFlight> = Arc::default();
         // What the client said at `initialize` it can answer of upstream servers' questions.
         let mut answers = questions::Answers::default();
         let mut input = input;
@@ -66,7 +79,22 @@ impl Gateway {
                 self.dispatch(m, &tx, &running, &mut answers).await;
             }
         };
-        for (_, task) in lock(&running).drain() {
+        // A script that pipes its requests in and then reads the answers gets them; a
+        // client that closed both ends is not waited for.
+        if result.is_ok() {
+            let deadline = tokio::time::Instant::now() + FINISH_AFTER_EOF;
+            loop {
+                let done = running.done.notified();
+                if lock(&running.tasks).is_empty() || writer.is_finished() {
+                    break;
+                }
+                tokio::select! {
+                    () = done => {}
+                    () = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+        }
+        for (_, task) in lock(&running.tasks).drain() {
             task.abort();
         }
         forward.abort();
@@ -79,7 +107,7 @@ impl Gateway {
         self: &Arc<Self>,
         message: Incoming,
         tx: &mpsc::Sender<Vec<u8>>,
-        running: &Arc<Mutex<HashMap<String, AbortHandle>>>,
+        running: &Arc<InFlight>,
         answers: &mut questions::Answers,
     ) {
         match message {
@@ -114,7 +142,7 @@ impl Gateway {
                 let (me, tx2, running2) = (self.clone(), tx.clone(), running.clone());
                 let key2 = key.clone();
                 // Held while spawning, so the task's own removal comes after this insert.
-                let mut running = lock(running);
+                let mut tasks = lock(&running.tasks);
                 let task = tokio::spawn(async move {
                     let answer = me.answer(&Caller::Local, &id, &method, params, &tx2);
                     let answer = async move {
@@ -125,13 +153,14 @@ impl Gateway {
                     };
                     // The request's audit lines are written once its answer is out.
                     let (reply, lines) = crate::trust::audit::deferring(answer).await;
-                    lock(&running2).remove(&key2);
+                    lock(&running2.tasks).remove(&key2);
                     let _ = tx2.send(reply).await;
+                    running2.done.notify_one();
                     // The writer goes first (woken from here, it would run after this).
                     tokio::task::yield_now().await;
                     drop(lines);
                 });
-                running.insert(key, task.abort_handle());
+                tasks.insert(key, task.abort_handle());
             }
             Incoming::Notification { method, params } => {
                 if method == "notifications/cancelled"
@@ -140,7 +169,7 @@ impl Gateway {
                     lock(&self.listeners).retain(|l| l != id);
                     lock(&self.watchers).retain(|(l, _)| l != id);
                     lock(&self.holding).retain(|(l, _)| l != id);
-                    if let Some(task) = lock(running).remove(&id.to_string()) {
+                    if let Some(task) = lock(&running.tasks).remove(&id.to_string()) {
                         task.abort();
                     }
                 }
