@@ -24,10 +24,15 @@ pub fn run(
     note_held(&config);
     runtime()?.block_on(async {
         let session = session(&config, &cwd);
-        let search = ToolSearch::new(reserve).on_embedding(|n| {
-            eprintln!(
-                "edgar: embedding {n} tools for semantic search (once; cached for later searches)"
-            );
+        // Kept only where there is a cache directory (none without a home).
+        let kept = edgar_host::paths::cache_dir().is_some();
+        let search = ToolSearch::new(reserve).on_embedding(move |n| {
+            let when = if kept {
+                "once; cached for later searches"
+            } else {
+                "no cache directory: again at every search"
+            };
+            eprintln!("edgar: embedding {n} tools for semantic search ({when})");
         });
         let mut reply = guarded(&session, search.search(&session, query)).await;
         // Said after the search, which loaded the encoder beside the index.
