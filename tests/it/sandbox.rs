@@ -418,6 +418,22 @@ fn a_profile_that_cannot_be_read_is_a_clear_error() {
     }
 }
 
+/// `edgar mcp call NAME ARGS` in `home`, which must succeed: what it printed.
+fn called(home: &Path, name: &str, args: Value) -> String {
+    let r = run(EDGAR, home, &["mcp", "call", name, &args.to_string()], b"");
+    assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+    r.stdout
+}
+
+/// The installation `python` (a virtual environment's) was made from: `sys.base_prefix`.
+fn base_prefix(python: &Path) -> String {
+    std::process::Command::new(python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The real servers the suite installs, each under the profile the README gives for its
 /// kind: read the package's install tree, nothing else of the home, no network.
 #[test]
@@ -427,11 +443,7 @@ fn real_servers_run_confined_with_the_readmes_profiles() {
     let node_modules = deps.join("npm/node_modules").display().to_string();
     let venv = deps.join("py").display().to_string();
     let python = edgar_tests::installed("py/bin/python");
-    let base_prefix = std::process::Command::new(&python)
-        .args(["-c", "import sys; print(sys.base_prefix)"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let base_prefix = base_prefix(&python);
     let root = h.path().join("allowed").display().to_string();
     let npm_bin = |b: &str| {
         edgar_tests::installed(&format!("npm/node_modules/.bin/{b}"))
@@ -455,16 +467,7 @@ fn real_servers_run_confined_with_the_readmes_profiles() {
                           "sandbox": {"net": "none"}},
         }),
     );
-    let call = |name: &str, args: Value| {
-        let r = run(
-            EDGAR,
-            h.path(),
-            &["mcp", "call", name, &args.to_string()],
-            b"",
-        );
-        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
-        r.stdout
-    };
+    let call = |name: &str, args: Value| called(h.path(), name, args);
     assert!(call("everything__echo", json!({"message": "hi"})).contains("Echo: hi"));
     let note = h.path().join("allowed/notes.txt").display().to_string();
     assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
@@ -482,11 +485,7 @@ fn real_servers_run_confined_with_the_readmes_profiles() {
 fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
     let h = Home::new();
     let python = edgar_tests::installed("py/bin/python");
-    let base_prefix = std::process::Command::new(&python)
-        .args(["-c", "import sys; print(sys.base_prefix)"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let base_prefix = base_prefix(&python);
     let root = h.path().join("allowed").display().to_string();
     let fs_bin = edgar_tests::installed("npm/node_modules/.bin/mcp-server-filesystem")
         .display()
@@ -503,16 +502,7 @@ fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
                    "sandbox": {"read": [base_prefix], "net": "none"}},
         }),
     );
-    let call = |name: &str, args: Value| {
-        let r = run(
-            EDGAR,
-            h.path(),
-            &["mcp", "call", name, &args.to_string()],
-            b"",
-        );
-        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
-        r.stdout
-    };
+    let call = |name: &str, args: Value| called(h.path(), name, args);
     let note = h.path().join("allowed/notes.txt").display().to_string();
     assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
     assert!(call("py__add", json!({"a": 20, "b": 22})).contains("42"));
