@@ -506,6 +506,12 @@ fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
     let note = h.path().join("allowed/notes.txt").display().to_string();
     assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
     assert!(call("py__add", json!({"a": 20, "b": 22})).contains("42"));
+    // And it says so where it says how the server runs.
+    let get = run(EDGAR, h.path(), &["mcp", "get", "fs"], b"").json();
+    let node_modules = edgar_tests::installed("npm/node_modules");
+    let line = get["confinement"].as_str().unwrap_or_default();
+    let want = format!("its own install read with it: {}", node_modules.display());
+    assert!(line.contains(&want), "{line}");
     // Not its home's secrets for all that.
     let secret = h.path().join(".ssh/id_rsa").display().to_string();
     let r = run(
@@ -534,6 +540,9 @@ fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
     };
     let approve = in_repo(&["mcp", "approve", "pfs", "--yes"]);
     assert_eq!(approve.code, Some(0), "{}", approve.stderr);
+    let get = in_repo(&["mcp", "get", "pfs"]).json();
+    let line = get["confinement"].as_str().unwrap_or_default();
+    assert!(!line.contains("own install"), "{line}");
     let r = in_repo(&["mcp", "tools", "pfs"]);
     assert_ne!(r.code, Some(0), "{}", r.stdout);
     assert!(r.stderr.contains("it runs confined"), "{}", r.stderr);

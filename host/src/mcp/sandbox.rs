@@ -209,6 +209,60 @@ pub struct Program<'a> {
     pub users_own: bool,
 }
 
+/// What a program's entry names on disk: the program as found and the paths its
+/// arguments name (read), and the installs they live in (`sandbox/install.rs`).
+struct Named {
+    read: Vec<PathBuf>,
+    installs: Vec<PathBuf>,
+}
+
+impl Named {
+    fn of(program: &Program<'_>) -> Named {
+        let against = |c: &str| match program.cwd {
+            Some(d) => d.join(c),
+            None => PathBuf::from(c),
+        };
+        let mut read = Vec::new();
+        // The program and each path its arguments name, as written and as found.
+        let mut named = Vec::new();
+        if program.command.contains('/') {
+            named.push(against(program.command));
+        }
+        let found =
+            crate::trust::policy::resolve_program(program.command, program.path, program.cwd);
+        if let Some(p) = found {
+            read.push(p.clone());
+            named.push(p);
+        }
+        for a in program.args {
+            let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
+            for c in candidates.into_iter().flatten() {
+                let p = against(c);
+                if p.is_absolute() && p.exists() {
+                    read.push(p.clone());
+                    if let Ok(found) = p.canonicalize() {
+                        named.push(found);
+                    }
+                    named.push(p);
+                }
+            }
+        }
+        let mut installs: Vec<PathBuf> = named.iter().filter_map(|p| install::of(p)).collect();
+        installs.sort();
+        installs.dedup();
+        Named { read, installs }
+    }
+}
+
+/// The installs a user's own server reads with its program (`sandbox/install.rs`), for
+/// showing how it runs; empty for a project's entry.
+pub fn own_installs(program: &Program<'_>) -> Vec<PathBuf> {
+    if !program.users_own {
+        return Vec::new();
+    }
+    Named::of(program).installs
+}
+
 /// Builds the confinement of one server running `program`: the system's directories,
 /// the program and the paths its arguments name, its `cwd` (read), its working and
 /// temporary directory `workdir` (written), and what its profile adds.
@@ -221,45 +275,18 @@ pub fn prepare(
 ) -> Result<Prepared, String> {
     let Program {
         command,
-        path,
-        args,
         cwd,
         users_own,
+        ..
     } = *program;
     let mut rules = Rules::default();
     for p in SYSTEM_READ {
         rules.read.push(PathBuf::from(p));
     }
-    let against = |c: &str| match cwd {
-        Some(d) => d.join(c),
-        None => PathBuf::from(c),
-    };
-    // The program and each path its arguments name, as written and as found.
-    let mut named = Vec::new();
-    if command.contains('/') {
-        named.push(against(command));
-    }
-    if let Some(p) = crate::trust::policy::resolve_program(command, path, cwd) {
-        rules.read.push(p.clone());
-        named.push(p);
-    }
-    for a in args {
-        let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
-        for c in candidates.into_iter().flatten() {
-            let p = against(c);
-            if p.is_absolute() && p.exists() {
-                rules.read.push(p.clone());
-                if let Ok(found) = p.canonicalize() {
-                    named.push(found);
-                }
-                named.push(p);
-            }
-        }
-    }
+    let named = Named::of(program);
+    rules.read.extend(named.read);
     if users_own {
-        for p in &named {
-            rules.read.extend(install::of(p));
-        }
+        rules.read.extend(named.installs);
     }
     if let Some(d) = cwd {
         rules.read.push(d.to_owned());

@@ -10,12 +10,53 @@ use crate::text::shown;
 /// How a stdio server runs, in one line: its confinement, or why it has none.
 pub fn confinement_line(spec: &ServerSpec) -> String {
     match &spec.sandbox {
-        crate::config::Sandbox::On(p) => crate::mcp::sandbox::describe(p),
+        crate::config::Sandbox::On(p) => {
+            let mut line = crate::mcp::sandbox::describe(p);
+            let installs = own_installs(spec);
+            if !installs.is_empty() {
+                let shown: Vec<String> = installs
+                    .iter()
+                    .map(|p| crate::text::visible(&p.display().to_string()))
+                    .collect();
+                line.push_str(&format!(
+                    "; its own install read with it: {}",
+                    shown.join(", ")
+                ));
+            }
+            line
+        }
         crate::config::Sandbox::Off => "NOT confined: its entry says \"sandbox\": \"off\"".into(),
         crate::config::Sandbox::Unset => {
             "NOT confined: its entry has no \"sandbox\" profile".into()
         }
     }
+}
+
+/// The installs a user's own stdio server reads with its program (none for a project's
+/// entry), found as its start will find them.
+fn own_installs(spec: &ServerSpec) -> Vec<std::path::PathBuf> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+        ..
+    } = &spec.transport
+    else {
+        return Vec::new();
+    };
+    let inherited = std::env::var_os("PATH");
+    let path = env
+        .get("PATH")
+        .map(std::ffi::OsStr::new)
+        .or(inherited.as_deref());
+    crate::mcp::sandbox::own_installs(&crate::mcp::sandbox::Program {
+        command,
+        path,
+        args,
+        cwd: cwd.as_deref(),
+        users_own: spec.project.is_none(),
+    })
 }
 
 /// The error's text without the leading "MCP server 'x' ", for storing as a reason.
@@ -79,12 +120,12 @@ pub(super) fn workdir_hint(e: McpError, spec: &ServerSpec, session_dir: &Path) -
 /// A confined server that failed to start may have been denied what it needed: the error
 /// says how it ran and which keys would allow more.
 pub(super) fn confined_hint(e: McpError, spec: &ServerSpec) -> McpError {
-    let crate::config::Sandbox::On(p) = &spec.sandbox else {
+    if !matches!(spec.sandbox, crate::config::Sandbox::On(_)) {
         return e;
-    };
+    }
     let hint = format!(
         "; it runs {}: if it was denied a file, a connection or a system call it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\", \"net\": [\"host:port\"] or \"all\") or set \"sandbox\": \"off\"",
-        crate::mcp::sandbox::describe(p)
+        confinement_line(spec)
     );
     explained(e, &hint)
 }
