@@ -96,7 +96,7 @@ impl Keys {
                 Some(d) => Store::File(d.join("credentials.json")),
                 None => {
                     return Err(AuthError::Config(
-                        "credential_store = \"file\" needs a config directory".into(),
+                        "\"credential_store\": \"file\" needs a config directory".into(),
                     ));
                 }
             },

@@ -147,7 +147,7 @@ impl Store {
         match self {
             Store::Keyring => keyring_available().await,
             Store::File(path) => {
-                tracing::warn!(path = %path.display(), "secrets are stored in a plain file, as configured (credential_store = \"file\")");
+                tracing::warn!(path = %path.display(), "secrets are stored in a plain file, as configured (\"credential_store\": \"file\")");
                 Ok(())
             }
             Store::Memory(_) | Store::User(_) => Ok(()),
@@ -230,11 +230,16 @@ async fn keyring_available() -> Result<(), AuthError> {
         ))
         .exists()
     {
-        return Err(AuthError::NoStore(
+        // Where the opt-in goes: the user's config.json, as JSON.
+        let file = crate::paths::config_dir().map_or_else(
+            || "edgar's config.json".to_owned(),
+            |d| d.join("config.json").display().to_string(),
+        );
+        return Err(AuthError::NoStore(format!(
             "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset), so no Secret Service keyring; \
-             run inside a desktop session or start gnome-keyring, or set credential_store = \"file\" in config"
-                .into(),
-        ));
+             run inside a desktop session or start gnome-keyring, or put \"credential_store\": \"file\" \
+             in {file} (a 0600 file, for headless machines)"
+        )));
     }
     let status = blocking(|| match keyring::Entry::store_status() {
         Ok(()) => Ok(()),
