@@ -43,7 +43,7 @@ pub fn account(provider: Option<&str>) -> anyhow::Result<ExitCode> {
     };
     if names.is_empty() {
         println!(
-            "no providers configured; `edgar account NAME` checks one (its key is read from NAME_API_KEY)"
+            "no providers configured in config.json; `edgar account NAME` checks one, a key stored with `edgar login NAME` included (the keyring is not listed; the environment's NAME_API_KEY wins)"
         );
         return Ok(ExitCode::SUCCESS);
     }
