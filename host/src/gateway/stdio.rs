@@ -79,8 +79,8 @@ impl Gateway {
                 self.dispatch(m, &tx, &running, &mut answers).await;
             }
         };
-        // A script that pipes its requests in and then reads the answers gets them; a
-        // client that closed both ends is not waited for.
+        // A script that pipes its requests in and then reads the answers gets them; once
+        // a write to the client fails (it stopped reading), nothing more is waited for.
         if result.is_ok() {
             let deadline = tokio::time::Instant::now() + FINISH_AFTER_EOF;
             loop {
