@@ -77,7 +77,11 @@ impl Peer {
         self.next += 1;
         let id = self.next;
         let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.input, "{m}").unwrap_or_else(|e| panic!("{e}"));
+        // One write per message, as a real client sends it: `writeln!` of a `Value` would
+        // write each JSON token separately, and the peer would wake for each.
+        self.input
+            .write_all(format!("{m}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
         loop {
             let mut line = String::new();
             let n = self
@@ -171,6 +175,14 @@ fn first_answers(home: &Path, cold: bool) -> (Duration, Duration) {
 /// Set for this binary run as the relay.
 const RELAY: &str = "EDGAR_BENCH_RELAY";
 
+/// This bench's own binary, to be run as the relay.
+fn relay_command() -> Command {
+    let me = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+    let mut relay = Command::new(me);
+    relay.env(RELAY, "1");
+    relay
+}
+
 /// The relay: runs its arguments as a child and copies each line from stdin to the
 /// child and from the child to stdout, flushing each, and nothing else (no parsing).
 fn relay() {
@@ -190,14 +202,20 @@ fn relay() {
         let mut out = std::io::stdout().lock();
         for line in BufReader::new(from_child).lines() {
             let Ok(line) = line else { return };
-            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            if out
+                .write_all(format!("{line}\n").as_bytes())
+                .and_then(|()| out.flush())
+                .is_err()
+            {
                 return;
             }
         }
     });
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        if writeln!(to_child, "{line}")
+        // The line and its newline in one write, as `edgar mcp serve` sends them.
+        if to_child
+            .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| to_child.flush())
             .is_err()
         {
@@ -267,11 +285,11 @@ fn main() {
     direct.initialize();
     let mut gw = Peer::spawn(home.path(), &["mcp", "serve", "--servers", "s0"]);
     gw.initialize();
-    let me = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
-    let mut relay_cmd = Command::new(me);
-    relay_cmd.env(RELAY, "1");
-    let mut relayed =
-        Peer::spawn_program(relay_cmd, home.path(), &[EDGAR, "mcp", "example-server"]);
+    let mut relayed = Peer::spawn_program(
+        relay_command(),
+        home.path(),
+        &[EDGAR, "mcp", "example-server"],
+    );
     relayed.initialize();
     gw.call("tool_search", json!({"query": "s0__current_time"}));
     direct.call("current_time", json!({}));
@@ -372,28 +390,49 @@ fn real_server() {
     std::fs::write(dir.join("mcp.json"), servers.to_string()).unwrap_or_else(|e| panic!("{e}"));
     let mut direct = Peer::spawn_program(Command::new(&bin), home.path(), &["stdio"]);
     direct.initialize();
+    let mut relayed = Peer::spawn_program(
+        relay_command(),
+        home.path(),
+        &[
+            bin.as_os_str()
+                .to_str()
+                .unwrap_or_else(|| panic!("a path that is not UTF-8")),
+            "stdio",
+        ],
+    );
+    relayed.initialize();
     let mut gw = Peer::spawn(home.path(), &["mcp", "serve", "--servers", "ev"]);
     gw.initialize();
     gw.call("tool_search", json!({"query": "ev__echo"}));
     let message = json!({"message": "hello"});
     direct.call("echo", message.clone());
+    relayed.call("echo", message.clone());
     gw.call("ev__echo", message.clone());
-    let (mut d, mut g) = (Vec::new(), Vec::new());
+    let (mut d, mut r, mut g) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..calls() {
         let t = Instant::now();
         direct.call("echo", message.clone());
         d.push(t.elapsed());
         let t = Instant::now();
+        relayed.call("echo", message.clone());
+        r.push(t.elapsed());
+        let t = Instant::now();
         gw.call("ev__echo", message.clone());
         g.push(t.elapsed());
     }
-    let (d, g) = (Spread::of(d), Spread::of(g));
+    drop(relayed);
+    let (d, r, g) = (Spread::of(d), Spread::of(r), Spread::of(g));
     println!(
         "| stdio `tools/call` `echo` of server-everything (Node.js, from npm), {} sequential, interleaved | median | p90 | median against direct |",
         calls()
     );
     println!("|---|---|---|---|");
     println!("| server-everything directly | {} | 1x |", d.cells());
+    println!(
+        "| through the relay that only copies lines | {} | {:.2}x |",
+        r.cells(),
+        r.against(&d)
+    );
     println!(
         "| through `edgar mcp serve` | {} | {:.2}x |",
         g.cells(),

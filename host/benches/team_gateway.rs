@@ -179,14 +179,17 @@ impl Client {
         }
         let body =
             json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-        write!(
-            self.writer,
+        // The whole request in one write, as an HTTP client sends it (`write!` straight
+        // to the socket would send each piece of the format as its own segment).
+        let request = format!(
             "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n{routing}content-length: {}\r\n\r\n{body}",
             self.port,
             self.token,
             body.len()
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
+        self.writer
+            .write_all(request.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut length = 0usize;
         let mut status = String::new();
         self.reader
