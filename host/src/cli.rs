@@ -100,7 +100,7 @@ pub enum McpCommand {
         #[arg(long)]
         timings: bool,
     },
-    /// Show one server's configuration (environment and header values masked).
+    /// Show one server's configuration (environment and header values masked, and credentials written in its arguments or URL).
     Get { name: String },
     /// Every MCP configuration on this machine (edgar, Claude Code, Claude Desktop,
     /// Cursor, VS Code, Windsurf, Codex, Gemini CLI, Zed; user and project files) with

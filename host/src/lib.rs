@@ -13,6 +13,7 @@ pub mod guard;
 pub mod mcp;
 pub mod net;
 pub mod paths;
+pub mod redact;
 pub mod seal;
 pub mod state;
 pub mod sync;

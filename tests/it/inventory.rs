@@ -21,6 +21,11 @@ fn ghp() -> String {
     format!("ghp_{}", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB7C")
 }
 
+/// A password no rule knows by its shape: found only by where it is written.
+fn password() -> String {
+    ["hunter", "2-", "quail"].concat()
+}
+
 fn openai() -> String {
     format!("sk-proj-{}", "Q".repeat(48))
 }
@@ -44,7 +49,10 @@ fn machine() -> tempfile::TempDir {
     write(
         home,
         "config/Claude/claude_desktop_config.json",
-        &json!({"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/tmp"]}}}).to_string(),
+        &json!({"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/tmp"]},
+                               "db": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres@0.6.2",
+                                                                  &format!("postgresql://admin:{}@db.example.net/prod", password())]},
+                               "search": {"url": format!("https://s.example.net/mcp?api_key={}", password())}}}).to_string(),
     );
     write(
         home,
@@ -161,6 +169,25 @@ fn every_host_is_found_with_findings_and_no_secret_is_printed() {
     );
     // Pinned: no launcher finding, only the lack of confinement.
     assert_eq!(rules(server(&v, "Claude Desktop", "fs")), ["unconfined"]);
+    // A password in a database URL and a key in a URL's query: found by where they are
+    // written, and shown masked.
+    assert!(!r.stdout.contains(&password()), "{}", r.stdout);
+    let db = server(&v, "Claude Desktop", "db");
+    assert_eq!(rules(db), ["literal-credential", "unconfined"], "{db}");
+    assert!(
+        db["launch"]
+            .as_str()
+            .is_some_and(|l| l.contains("postgresql://admin:***@db.example.net/prod")),
+        "{db}"
+    );
+    let search = server(&v, "Claude Desktop", "search");
+    assert_eq!(rules(search), ["literal-credential"], "{search}");
+    assert!(
+        search["launch"]
+            .as_str()
+            .is_some_and(|l| l.contains("/mcp?api_key=***")),
+        "{search}"
+    );
     // A literal bearer header.
     assert_eq!(rules(server(&v, "Cursor", "api")), ["literal-credential"]);
     // VS Code's settings with comments; uvx without a version.

@@ -151,6 +151,42 @@ fn add_get_remove_round_trip_and_mask_secrets() {
     assert_eq!(r.json()["env"], json!({"TOKEN": "***"}));
     let r = run(EDGAR, h.path(), &["mcp", "get", "remote"], b"");
     assert!(!r.stdout.contains("sekrit"), "{}", r.stdout);
+    // Credentials written in a command line or a URL: masked where they are, the rest
+    // as written.
+    let add = |args: &[&str]| {
+        let r = run(EDGAR, h.path(), &[&["mcp", "add"][..], args].concat(), b"");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+    };
+    add(&[
+        "db",
+        "--",
+        "/bin/true",
+        "--password",
+        "sekrit",
+        "--token=sekrit",
+        "postgres://admin:sekrit@db.example.com/prod",
+    ]);
+    add(&[
+        "remote2",
+        "--url",
+        "https://u:sekrit@example.com/mcp?token=sekrit&x=1",
+    ]);
+    let r = run(EDGAR, h.path(), &["mcp", "get", "db"], b"");
+    assert!(!r.stdout.contains("sekrit"), "{}", r.stdout);
+    assert_eq!(
+        r.json()["args"],
+        json!([
+            "--password",
+            "***",
+            "--token=***",
+            "postgres://admin:***@db.example.com/prod"
+        ])
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "get", "remote2"], b"");
+    assert_eq!(
+        r.json()["url"],
+        json!("https://u:***@example.com/mcp?token=***&x=1")
+    );
     let r = run(
         EDGAR,
         h.path(),

@@ -14,7 +14,7 @@ use edgar_host::config::foreign::{self, Entry, File};
 use edgar_host::guard::findings::{self, FindingKind, Severity, mask};
 use edgar_host::guard::{Adapter, AdapterSource, ContentBlock, Guard, ToolOutput};
 use edgar_host::mcp::client::{Inspection, Session, SessionOptions};
-use edgar_host::{net, paths, text};
+use edgar_host::{net, paths, redact, text};
 use serde_json::{Value, json};
 
 use super::context::{audit, confirm, guarded, runtime};
@@ -53,7 +53,7 @@ const RULES: &[(&str, Severity, &str)] = &[
     (
         "literal-credential",
         Severity::Medium,
-        "A variable or header named like a credential holds a literal value",
+        "A credential is written as a literal value: a variable, header, flag or query parameter named like one, or a password in a URL",
     ),
     (
         "cleartext-http",
@@ -342,6 +342,31 @@ fn check(
             });
         }
     }
+    // A credential written where one goes on a command line or in a URL, which the rules
+    // above did not already report.
+    let args_from = e.env.len() + e.headers.len();
+    let written = redact::args(&e.args)
+        .into_iter()
+        .zip(&e.args)
+        .enumerate()
+        .map(|(i, (r, a))| (args_from + i, r != *a && !a.contains('$')));
+    let url_at = values.len().saturating_sub(1);
+    let in_url = e
+        .url
+        .as_ref()
+        .map(|u| (url_at, redact::url(u) != *u && !u.contains('$')));
+    for (at, plain) in written.chain(in_url) {
+        if plain && secret_at[at].is_empty() {
+            found.push(Finding {
+                rule: "literal-credential",
+                severity: Severity::Medium,
+                message: format!(
+                    "{} holds a credential in plain text (a password in a URL, or the value of a flag or parameter named like one); use a reference (`${{VAR}}`)",
+                    values[at].0
+                ),
+            });
+        }
+    }
     if let Some(u) = &e.url
         && u.starts_with("http://")
         && !net::is_https_or_loopback(u)
@@ -373,35 +398,32 @@ fn check(
             },
         });
     }
-    // The command line as shown: each argument with its secrets masked.
-    let args_from = e.env.len() + e.headers.len();
+    // The command line as shown: each argument with the secrets the rules found masked,
+    // then those written where a credential goes (a URL's password, `--token X`).
     let mut shown = e.command.clone().unwrap_or_default();
-    for (i, a) in e.args.iter().enumerate() {
+    for (i, (a, redacted)) in e.args.iter().zip(redact::args(&e.args)).enumerate() {
         let secrets: Vec<&_> = secret_at[args_from + i].iter().collect();
+        let a = if secrets.is_empty() {
+            redacted
+        } else {
+            redact::url(&mask(a, &secrets))
+        };
         shown.push(' ');
-        shown.push_str(&text::shown(&mask(a, &secrets)));
+        shown.push_str(&text::shown(&a));
     }
     if let Some(u) = &e.url {
         let secrets: Vec<&_> = secret_at[values.len() - 1].iter().collect();
-        shown = text::shown(&mask(u, &secrets));
+        shown = text::shown(&redact::url(&mask(u, &secrets)));
+    }
+    if e.command.is_none() && e.url.is_none() {
+        shown = "(no command or URL that can be read)".into();
     }
     (shown, found, hidden)
 }
 
-/// Whether a variable or header is named like a credential.
+/// Whether an `env KEY` / `header KEY` is named like a credential.
 fn credential_name(what: &str) -> bool {
-    let w = what.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "API_KEY",
-        "APIKEY",
-        "AUTHORIZATION",
-        "_KEY",
-    ]
-    .iter()
-    .any(|k| w.contains(k))
+    redact::credential_name(what.split_once(' ').map_or(what, |(_, name)| name))
 }
 
 /// The package an `npx`/`bunx`/`uvx`/`pipx run` launch fetches without a fixed version.

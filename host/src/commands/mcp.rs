@@ -98,9 +98,10 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     ..
                 } => {
                     out["env_inherit"] = json!(env_inherit);
-                    // As written: an expanded ${VAR} may be a secret.
+                    // As written (an expanded ${VAR} may be a secret), with what is
+                    // written there as a credential masked.
                     out["command"] = json!(spec.written.target);
-                    out["args"] = json!(spec.written.args);
+                    out["args"] = json!(edgar_host::redact::args(&spec.written.args));
                     out["env"] = json!(
                         env.keys()
                             .map(|k| (k.clone(), json!("***")))
@@ -112,7 +113,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     out["confinement"] = json!(edgar_host::mcp::client::confinement_line(spec));
                 }
                 Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
-                    out["url"] = json!(spec.written.target);
+                    out["url"] = json!(edgar_host::redact::url(&spec.written.target));
                     out["headers"] = json!(
                         headers
                             .keys()

@@ -16,7 +16,7 @@ use super::{
 use crate::guard::AdapterSource;
 
 /// How to reach a server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A child process speaking newline-delimited JSON on stdin/stdout.
     Stdio {
@@ -373,9 +373,42 @@ impl fmt::Debug for OAuthClient {
     }
 }
 
+impl fmt::Debug for Transport {
+    /// Env values and headers may be secrets: names only; a command line and a URL with
+    /// the credentials written in them masked ([`crate::redact`]).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                env_inherit,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", &crate::redact::args(args))
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .field("env_inherit", env_inherit)
+                .finish(),
+            Transport::Http { url, headers } | Transport::Sse { url, headers } => f
+                .debug_struct(if matches!(self, Transport::Http { .. }) {
+                    "Http"
+                } else {
+                    "Sse"
+                })
+                .field("url", &crate::redact::url(url))
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
 impl fmt::Debug for ServerSpec {
     /// Env values and headers may hold secrets: only their names are shown, and the
-    /// target as written (an expanded `${VAR}` may be a secret too).
+    /// target as written (an expanded `${VAR}` may be a secret too), its credentials
+    /// masked.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (kind, keys): (_, Vec<&String>) = match &self.transport {
             Transport::Stdio { env, .. } => ("stdio", env.keys().collect()),
@@ -383,9 +416,8 @@ impl fmt::Debug for ServerSpec {
                 (self.transport.kind(), headers.keys().collect())
             }
         };
-        let target = std::iter::once(&self.written.target)
-            .chain(&self.written.args)
-            .map(String::as_str)
+        let target = std::iter::once(crate::redact::url(&self.written.target))
+            .chain(crate::redact::args(&self.written.args))
             .collect::<Vec<_>>()
             .join(" ");
         f.debug_struct("ServerSpec")

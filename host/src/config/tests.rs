@@ -211,13 +211,19 @@ fn debug_never_shows_env_or_header_values() {
     let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let c = load_user(
         d.path(),
-        r#"{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "sekrit-value"}},
-        "b": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer sekrit-value"}}}}"#,
+        r#"{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "sekrit-value"},
+                                 "args": ["--api-key", "sekrit-value", "postgres://u:sekrit-value@db/x"]},
+        "b": {"url": "https://h/mcp?token=sekrit-value", "headers": {"Authorization": "Bearer sekrit-value"}}}}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let shown = format!("{:?}", c.servers);
     assert!(!shown.contains("sekrit"), "{shown}");
-    assert!(shown.contains("TOKEN"));
+    assert!(shown.contains("TOKEN") && shown.contains("postgres://u:***@db/x"));
+    // The transport alone, as a library user might log it.
+    let transports: Vec<_> = c.servers.iter().map(|s| &s.transport).collect();
+    let shown = format!("{transports:?}");
+    assert!(!shown.contains("sekrit"), "{shown}");
+    assert!(shown.contains("TOKEN") && shown.contains("Authorization"));
 }
 
 #[test]

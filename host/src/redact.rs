@@ -1,0 +1,219 @@
+//! Credentials written into a command line or a URL, masked for showing: a URL's
+//! password, a query parameter named like a credential (`?api_key=...`), the value of a
+//! flag named like one (`--token X`, `--api-key=X`) and an argument `NAME=VALUE` whose
+//! name is one (`-e GITHUB_TOKEN=...`). Only by name and place, never by the value's
+//! shape (that is the guard's secret rules, `guard::findings`); what is not masked is
+//! kept exactly as written.
+
+/// What a masked value is replaced with.
+pub const MASK: &str = "***";
+
+/// Whether a variable, header, flag or parameter is named like a credential
+/// (`GITHUB_TOKEN`, `x-api-key`, `--client-secret`, `password`, `SSH_KEY`).
+pub fn credential_name(name: &str) -> bool {
+    let n = name
+        .trim_start_matches('-')
+        .to_ascii_uppercase()
+        .replace('-', "_");
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "API_KEY",
+        "APIKEY",
+        "AUTHORIZATION",
+        "CREDENTIAL",
+        "_KEY",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
+        || matches!(
+            n.as_str(),
+            "KEY" | "PASS" | "PWD" | "SIG" | "SIGNATURE" | "AUTH"
+        )
+}
+
+/// A command line's arguments, each credential masked (see the module's comment).
+pub fn args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut value_next = false;
+    for a in args {
+        if std::mem::take(&mut value_next) && !a.starts_with('-') {
+            out.push(MASK.to_owned());
+            continue;
+        }
+        let masked = match a.split_once('=') {
+            // `--token=X`, `GITHUB_TOKEN=X`: the name decides. A URL's own `=` is in its
+            // query, after `?`.
+            Some((name, _))
+                if !name.contains("://") && !name.contains('?') && credential_name(name) =>
+            {
+                format!("{name}={MASK}")
+            }
+            Some((name, value)) if !name.contains("://") && value.contains("://") => {
+                format!("{name}={}", url(value))
+            }
+            _ => {
+                value_next = a.starts_with('-') && credential_name(a);
+                url(a)
+            }
+        };
+        out.push(masked);
+    }
+    out
+}
+
+/// A URL with its password and its credential-named query values masked; anything
+/// else (not a URL, or nothing to mask) as it is.
+pub fn url(s: &str) -> String {
+    let Some(scheme_end) = s.find("://") else {
+        return s.to_owned();
+    };
+    let rest_at = scheme_end + 3;
+    let authority_end = s[rest_at..]
+        .find(['/', '?', '#'])
+        .map_or(s.len(), |i| rest_at + i);
+    let mut out = String::with_capacity(s.len());
+    out.push_str(&s[..rest_at]);
+    let authority = &s[rest_at..authority_end];
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            match userinfo.split_once(':') {
+                Some((user, _)) => {
+                    out.push_str(user);
+                    out.push(':');
+                    out.push_str(MASK);
+                }
+                // A lone user part is often the token itself (`https://TOKEN@host`).
+                None if credential_like(userinfo) => out.push_str(MASK),
+                None => out.push_str(userinfo),
+            }
+            out.push('@');
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    let rest = &s[authority_end..];
+    let (before_fragment, fragment) = rest.split_at(rest.find('#').unwrap_or(rest.len()));
+    match before_fragment.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) if credential_name(name) => format!("{name}={MASK}"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            out.push_str(&pairs.join("&"));
+        }
+        None => out.push_str(before_fragment),
+    }
+    out.push_str(fragment);
+    out
+}
+
+/// A URL's user part alone that looks like a token rather than a user name: long, and
+/// letters mixed with digits.
+fn credential_like(user: &str) -> bool {
+    user.len() >= 20
+        && user.chars().any(|c| c.is_ascii_digit())
+        && user.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masked(args: &[&str]) -> Vec<String> {
+        super::args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_urls_password_and_credential_parameters_are_masked() {
+        let cases = [
+            (
+                "postgresql://admin:hunter2@db.example.com/prod",
+                "postgresql://admin:***@db.example.com/prod",
+            ),
+            (
+                "https://u:p%40ss@h.example/mcp?api_key=abc&x=1&token=t#frag",
+                "https://u:***@h.example/mcp?api_key=***&x=1&token=***#frag",
+            ),
+            (
+                "https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r.git",
+                "https://***@github.com/o/r.git",
+            ),
+            ("https://git@github.com/o/r", "https://git@github.com/o/r"),
+            (
+                "https://mcp.example.com/mcp?key=s3cret",
+                "https://mcp.example.com/mcp?key=***",
+            ),
+            // Nothing to mask: exactly as written.
+            (
+                "https://mcp.example.com/a?monkey=1&q=keys",
+                "https://mcp.example.com/a?monkey=1&q=keys",
+            ),
+            ("not a url", "not a url"),
+            ("http://[::1]:8080/mcp", "http://[::1]:8080/mcp"),
+        ];
+        for (given, want) in cases {
+            assert_eq!(url(given), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn credential_flags_and_assignments_are_masked_and_the_rest_kept() {
+        assert_eq!(
+            masked(&[
+                "--api-key",
+                "sk-proj-1",
+                "--token=ghp_x",
+                "-e",
+                "GITHUB_TOKEN=ghp_y",
+                "--root",
+                "/home/me",
+                "postgres://a:b@h/db",
+                "--db=postgres://a:b@h/db",
+            ]),
+            [
+                "--api-key",
+                "***",
+                "--token=***",
+                "-e",
+                "GITHUB_TOKEN=***",
+                "--root",
+                "/home/me",
+                "postgres://a:***@h/db",
+                "--db=postgres://a:***@h/db",
+            ]
+        );
+        // A credential flag followed by another flag has no value to mask: what follows
+        // is shown, so a flag can never hide behind one.
+        assert_eq!(
+            masked(&["--password", "--require=x.js"]),
+            ["--password", "--require=x.js"]
+        );
+        assert_eq!(masked(&["--author", "me"]), ["--author", "me"]);
+    }
+
+    #[test]
+    fn names_like_credentials() {
+        for yes in [
+            "GITHUB_TOKEN",
+            "x-api-key",
+            "--client-secret",
+            "password",
+            "SSH_KEY",
+            "key",
+            "Authorization",
+        ] {
+            assert!(credential_name(yes), "{yes}");
+        }
+        for no in ["--author", "--root", "monkey", "KEYBOARD_LAYOUT", "path"] {
+            assert!(!credential_name(no), "{no}");
+        }
+    }
+}
