@@ -449,7 +449,8 @@ impl Front {
         let mut messages = match protocol::decode(&body) {
             Ok(m) => m,
             Err(reason) => {
-                let reply = protocol::error_response(&Value::Null, -32700, &reason);
+                let reply =
+                    protocol::error_response(&Value::Null, protocol::refusal_code(&body), &reason);
                 return with_body(StatusCode::BAD_REQUEST, "application/json", reply);
             }
         };

@@ -70,7 +70,11 @@ impl Gateway {
             let messages = match protocol::decode(&line) {
                 Ok(m) => m,
                 Err(reason) => {
-                    let reply = protocol::error_response(&Value::Null, -32700, &reason);
+                    let reply = protocol::error_response(
+                        &Value::Null,
+                        protocol::refusal_code(&line),
+                        &reason,
+                    );
                     let _ = tx.send(reply).await;
                     continue;
                 }

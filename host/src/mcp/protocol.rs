@@ -135,6 +135,16 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Incoming>, String> {
     classify(raw)
 }
 
+/// The JSON-RPC error code for a message [`decode`] refused: -32700 (parse error) when it
+/// is not JSON at all, -32600 (invalid request) when it is JSON but not a message.
+pub fn refusal_code(bytes: &[u8]) -> i64 {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+        -32600
+    } else {
+        -32700
+    }
+}
+
 /// Classifies one message (a batch yields several).
 pub fn classify(message: &RawValue) -> Result<Vec<Incoming>, String> {
     let text = message.get();
@@ -444,6 +454,12 @@ mod tests {
             json!([]),
         ] {
             assert!(classify(&raw(&bad)).is_err(), "{bad}");
+            // JSON, so an invalid request rather than a parse error.
+            assert_eq!(refusal_code(bad.to_string().as_bytes()), -32600, "{bad}");
+        }
+        for not_json in [&b"{\"jsonrpc\":"[..], b"\xff", b"", b"[1,]"] {
+            assert!(decode(not_json).is_err());
+            assert_eq!(refusal_code(not_json), -32700);
         }
     }
 
