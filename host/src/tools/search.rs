@@ -581,6 +581,19 @@ fn fields(t: &SanitizedTool) -> [Vec<String>; 5] {
             if let Some(d) = v.get("description").and_then(Value::as_str) {
                 params.extend(text::terms(d));
             }
+            // The values a parameter takes name what the tool does (`"action": ["merge",
+            // "close"]`), its own or its items'.
+            let values = [v.get("enum"), v.get("items").and_then(|i| i.get("enum"))];
+            for value in values
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_array)
+                .flatten()
+            {
+                if let Some(value) = value.as_str() {
+                    params.extend(text::terms(value));
+                }
+            }
         }
     }
     [name, title, server, description, params]

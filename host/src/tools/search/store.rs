@@ -23,7 +23,9 @@ use super::{SearchIndex, Vectors, model};
 use crate::guard::ToolName;
 use crate::guard::{CachedTool, SanitizedTool};
 
-const MAGIC: &[u8; 8] = b"edgsrch\x02";
+/// The format, and what is indexed: changed whenever either changes, so a kept file of an
+/// older edgar reads as absent and is built again (3: parameters' enum values indexed).
+const MAGIC: &[u8; 8] = b"edgsrch\x03";
 /// Largest index file read (a 10,000-tool catalog with vectors is about 40 MB).
 const MAX_FILE: u64 = 1 << 30;
 /// Most tools one file may claim (bounds what a corrupt count can allocate).

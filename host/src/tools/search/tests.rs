@@ -22,7 +22,11 @@ fn tool(server: &str, name: &str, description: &str, params: &[(&str, &str)]) ->
 }
 
 fn index() -> SearchIndex {
-    SearchIndex::new(vec![
+    SearchIndex::new(tools())
+}
+
+fn tools() -> Vec<SanitizedTool> {
+    vec![
         tool(
             "github",
             "create_issue",
@@ -65,7 +69,7 @@ fn index() -> SearchIndex {
             "Get current time in a specific timezone",
             &[("timezone", "IANA timezone name")],
         ),
-    ])
+    ]
 }
 
 fn top(ix: &SearchIndex, q: &str, n: usize) -> Vec<String> {
@@ -199,4 +203,36 @@ fn fusion_finds_by_meaning_what_words_miss_and_names_still_win() {
 fn vectors_of_the_wrong_size_are_not_attached() {
     let ix = index().with_vectors(vec![0.5; 3]);
     assert!(!ix.has_vectors());
+}
+
+#[test]
+fn a_parameters_enum_values_find_the_tool() {
+    let with_values = |values: Value| {
+        SanitizedTool::from_cache(CachedTool {
+            server: "repo".into(),
+            tool: "pull_request".into(),
+            name: "repo__pull_request".into(),
+            description: "Act on a pull request".into(),
+            input_schema: json!({"type": "object", "properties": {
+                "action": values,
+                "labels": {"type": "array", "items": {"enum": ["triage", "wontfix"]}},
+            }}),
+            output_schema: None,
+            hints: Default::default(),
+            dropped: Vec::new(),
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut catalog = tools();
+    catalog.push(with_values(
+        json!({"type": "string", "enum": ["squash", "rebase", 7, null]}),
+    ));
+    let ix = SearchIndex::new(catalog);
+    assert_eq!(top(&ix, "squash", 1), ["repo__pull_request"]);
+    // An array's items' values too.
+    assert_eq!(top(&ix, "wontfix", 1), ["repo__pull_request"]);
+    // Without them the word is nowhere.
+    let mut catalog = tools();
+    catalog.push(with_values(json!({"type": "string"})));
+    assert!(top(&SearchIndex::new(catalog), "squash", 1).is_empty());
 }
