@@ -64,6 +64,7 @@ fn login_account_logout_with_a_real_keyring() {
         set -u
         echo "== login"; printf '%s\n' "$KEY" | "$EDGAR" login anthropic || exit 10
         echo "== account"; "$EDGAR" account anthropic
+        echo "== listed"; "$EDGAR" account
         echo "== lookup"; [ "$(secret-tool lookup service edgar username provider:anthropic)" = "$KEY" ] && echo "keyring holds it"
         echo "== overwrite"; printf '%s\n' "$KEY2" | "$EDGAR" login anthropic
         [ "$(secret-tool lookup service edgar username provider:anthropic)" = "$KEY2" ] && echo "keyring holds the new one"
@@ -71,6 +72,7 @@ fn login_account_logout_with_a_real_keyring() {
         echo "== logout"; "$EDGAR" logout anthropic || exit 11
         echo "== after"; "$EDGAR" account anthropic
         secret-tool lookup service edgar username provider:anthropic || echo "keyring entry gone"
+        echo "== listed after"; "$EDGAR" account
     "#;
     let (code, out) = sh(
         home.path(),
@@ -86,6 +88,20 @@ fn login_account_logout_with_a_real_keyring() {
         out.contains("anthropic: sk-e…cdef from the key stored by `edgar login`"),
         "{out}"
     );
+    // With no name, what `login` stored is listed (a keyring cannot be), and after
+    // `logout` it is not.
+    let listed = out
+        .split("== listed\n")
+        .nth(1)
+        .and_then(|rest| rest.split("== lookup").next())
+        .unwrap_or_default();
+    assert_eq!(
+        listed.trim(),
+        "anthropic: sk-e…cdef from the key stored by `edgar login`",
+        "{out}"
+    );
+    let after = out.split("== listed after\n").nth(1).unwrap_or_default();
+    assert!(after.contains("no key stored with `edgar login`"), "{out}");
     assert!(
         out.contains("keyring holds it") && out.contains("keyring holds the new one"),
         "{out}"

@@ -181,20 +181,65 @@ impl Keys {
         }
     }
 
-    /// Stores a key for `name`.
+    /// Stores a key for `name`, and notes the name among those stored.
     pub async fn login(&self, name: &str, key: &Secret) -> Result<(), AuthError> {
         check_provider_name(name)?;
         self.store.available().await?;
-        self.store.write(&store_key(name), key).await
+        self.store.write(&store_key(name), key).await?;
+        let mut names = self.stored().await?;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+            self.note_stored(&names).await?;
+        }
+        Ok(())
     }
 
-    /// Erases the stored key for `name` (and checks it is gone).
+    /// Erases the stored key for `name` (and checks it is gone), and its name from those
+    /// stored.
     pub async fn logout(&self, name: &str) -> Result<(), AuthError> {
         check_provider_name(name)?;
         self.store.available().await?;
-        self.store.erase(&store_key(name)).await
+        self.store.erase(&store_key(name)).await?;
+        let mut names = self.stored().await?;
+        if names.iter().any(|n| n == name) {
+            names.retain(|n| n != name);
+            self.note_stored(&names).await?;
+        }
+        Ok(())
+    }
+
+    /// The providers whose keys `edgar login` stored, sorted. A keyring cannot be
+    /// listed, so the store keeps their names (never a key) under [`STORED_NAMES`]; a
+    /// key stored by an edgar before it is found by name only.
+    pub async fn stored(&self) -> Result<Vec<String>, AuthError> {
+        let Some(list) = self.store.read(STORED_NAMES).await? else {
+            return Ok(Vec::new());
+        };
+        let mut names: Vec<String> = list
+            .expose()
+            .lines()
+            .filter(|n| check_provider_name(n).is_ok())
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    async fn note_stored(&self, names: &[String]) -> Result<(), AuthError> {
+        if names.is_empty() {
+            return self.store.erase(STORED_NAMES).await;
+        }
+        let mut sorted = names.to_vec();
+        sorted.sort();
+        self.store
+            .write(STORED_NAMES, &Secret::new(sorted.join("\n")))
+            .await
     }
 }
+
+/// The store's entry listing the providers with a stored key (names only).
+const STORED_NAMES: &str = "providers:stored";
 
 fn store_key(provider: &str) -> String {
     format!("provider:{provider}")

@@ -37,17 +37,27 @@ pub fn logout(provider: &str) -> anyhow::Result<ExitCode> {
 
 pub fn account(provider: Option<&str>) -> anyhow::Result<ExitCode> {
     let keys = keys()?;
+    let rt = runtime()?;
     let names: Vec<String> = match provider {
         Some(p) => vec![p.to_owned()],
-        None => keys.configured().map(|p| p.name.clone()).collect(),
+        None => {
+            // Those configured, and those whose keys `edgar login` stored (an unusable
+            // store lists none here; each name still says why below).
+            let mut names: std::collections::BTreeSet<String> =
+                keys.configured().map(|p| p.name.clone()).collect();
+            match rt.block_on(keys.stored()) {
+                Ok(stored) => names.extend(stored),
+                Err(e) => eprintln!("edgar: the stored keys cannot be listed: {e}"),
+            }
+            names.into_iter().collect()
+        }
     };
     if names.is_empty() {
         println!(
-            "no providers configured in config.json; `edgar account NAME` checks one, a key stored with `edgar login NAME` included (the keyring is not listed; the environment's NAME_API_KEY wins)"
+            "no providers configured in config.json and no key stored with `edgar login`; `edgar account NAME` checks one (the environment's NAME_API_KEY wins)"
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let rt = runtime()?;
     let mut out = std::io::stdout().lock();
     let mut missing = false;
     for name in names {

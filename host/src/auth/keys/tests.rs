@@ -119,3 +119,33 @@ fn unconfigured_providers_use_name_api_key() {
     assert_eq!(k.provider("anthropic").env, "ANTHROPIC_API_KEY");
     assert_eq!(k.provider("open-router").env, "OPEN_ROUTER_API_KEY");
 }
+
+#[tokio::test]
+async fn the_names_of_stored_keys_are_kept_and_never_a_key() {
+    let k = Keys::with_store(Store::memory());
+    assert!(k.stored().await.unwrap_or_default().is_empty());
+    for (name, key) in [
+        ("openai", "sk-one"),
+        ("anthropic", "sk-two"),
+        ("openai", "sk-3"),
+    ] {
+        k.login(name, &Secret::new(key))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(
+        k.stored().await.ok(),
+        Some(vec!["anthropic".into(), "openai".into()])
+    );
+    let list = k.store.read(STORED_NAMES).await.ok().flatten();
+    assert!(list.is_some_and(|l| !l.expose().contains("sk-")));
+    k.logout("openai").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(k.stored().await.ok(), Some(vec!["anthropic".into()]));
+    // Erasing a key never stored leaves the list as it was.
+    k.logout("gemini").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(k.stored().await.ok(), Some(vec!["anthropic".into()]));
+    k.logout("anthropic")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(k.store.read(STORED_NAMES).await.ok().flatten().is_none());
+}
