@@ -9,12 +9,26 @@
 pub const MASK: &str = "***";
 
 /// Whether a variable, header, flag or parameter is named like a credential
-/// (`GITHUB_TOKEN`, `x-api-key`, `--client-secret`, `password`, `SSH_KEY`).
+/// (`GITHUB_TOKEN`, `x-api-key`, `--client-secret`, `password`, `SSH_KEY`), and not
+/// like where one is found (`--token-file`, `API_KEY_ENV`, `TOKEN_URL`).
 pub fn credential_name(name: &str) -> bool {
     let n = name
         .trim_start_matches('-')
         .to_ascii_uppercase()
         .replace('-', "_");
+    let pointer = [
+        "_FILE",
+        "_PATH",
+        "_DIR",
+        "_ENV",
+        "_VAR",
+        "_NAME",
+        "_URL",
+        "_ENDPOINT",
+    ];
+    if pointer.iter().any(|p| n.ends_with(p)) {
+        return false;
+    }
     [
         "TOKEN",
         "SECRET",
@@ -28,10 +42,8 @@ pub fn credential_name(name: &str) -> bool {
     ]
     .iter()
     .any(|k| n.contains(k))
-        || matches!(
-            n.as_str(),
-            "KEY" | "PASS" | "PWD" | "SIG" | "SIGNATURE" | "AUTH"
-        )
+        // Not `PWD`: as a variable it is the working directory.
+        || matches!(n.as_str(), "KEY" | "PASS" | "SIG" | "SIGNATURE" | "AUTH")
 }
 
 /// A command line's arguments, each credential masked (see the module's comment).
@@ -43,16 +55,22 @@ pub fn args(args: &[String]) -> Vec<String> {
             out.push(MASK.to_owned());
             continue;
         }
-        let masked = match a.split_once('=') {
-            // `--token=X`, `GITHUB_TOKEN=X`: the name decides. A URL's own `=` is in its
-            // query, after `?`.
-            Some((name, _))
-                if !name.contains("://") && !name.contains('?') && credential_name(name) =>
-            {
+        // A plain name: what `NAME=VALUE` and `Name: value` start with (not a URL, not a
+        // header's value that holds an `=` of its own).
+        let plain = |name: &str| {
+            !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || ":/?@".contains(c))
+        };
+        let masked = match (a.split_once('='), a.split_once(':')) {
+            // `--token=X`, `GITHUB_TOKEN=X`: the name decides.
+            (Some((name, _)), _) if plain(name) && credential_name(name) => {
                 format!("{name}={MASK}")
             }
-            Some((name, value)) if !name.contains("://") && value.contains("://") => {
+            (Some((name, value)), _) if plain(name) && value.contains("://") => {
                 format!("{name}={}", url(value))
+            }
+            // A header given as an argument (`--header "Authorization: Bearer X"`).
+            (_, Some((name, _))) if plain(name) && credential_name(name) => {
+                format!("{name}: {MASK}")
             }
             _ => {
                 value_next = a.starts_with('-') && credential_name(a);
@@ -197,6 +215,36 @@ mod tests {
             ["--password", "--require=x.js"]
         );
         assert_eq!(masked(&["--author", "me"]), ["--author", "me"]);
+        // A header as an argument (mcp-remote's `--header`), and flags that say where a
+        // credential is rather than hold one.
+        assert_eq!(
+            masked(&[
+                "--header",
+                "Authorization: Bearer abc",
+                "--header",
+                "X-Api-Key:abc",
+                "--header",
+                "Authorization: Basic dXNlcjpwYXNz==",
+                "--header",
+                "Accept: text/plain",
+                "--token-file",
+                "/run/secrets/t",
+                "https://h/mcp",
+            ]),
+            [
+                "--header",
+                "Authorization: ***",
+                "--header",
+                "X-Api-Key: ***",
+                "--header",
+                "Authorization: ***",
+                "--header",
+                "Accept: text/plain",
+                "--token-file",
+                "/run/secrets/t",
+                "https://h/mcp",
+            ]
+        );
     }
 
     #[test]
@@ -212,7 +260,17 @@ mod tests {
         ] {
             assert!(credential_name(yes), "{yes}");
         }
-        for no in ["--author", "--root", "monkey", "KEYBOARD_LAYOUT", "path"] {
+        for no in [
+            "--author",
+            "--root",
+            "monkey",
+            "KEYBOARD_LAYOUT",
+            "path",
+            "PWD",
+            "--token-file",
+            "API_KEY_ENV",
+            "TOKEN_URL",
+        ] {
             assert!(!credential_name(no), "{no}");
         }
     }

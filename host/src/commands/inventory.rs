@@ -345,11 +345,12 @@ fn check(
     // A credential written where one goes on a command line or in a URL, which the rules
     // above did not already report.
     let args_from = e.env.len() + e.headers.len();
-    let written = redact::args(&e.args)
-        .into_iter()
+    let redacted = redact::args(&e.args);
+    let written = redacted
+        .iter()
         .zip(&e.args)
         .enumerate()
-        .map(|(i, (r, a))| (args_from + i, r != *a && !a.contains('$')));
+        .map(|(i, (r, a))| (args_from + i, r != a && !a.contains('$')));
     let url_at = values.len().saturating_sub(1);
     let in_url = e
         .url
@@ -401,7 +402,7 @@ fn check(
     // The command line as shown: each argument with the secrets the rules found masked,
     // then those written where a credential goes (a URL's password, `--token X`).
     let mut shown = e.command.clone().unwrap_or_default();
-    for (i, (a, redacted)) in e.args.iter().zip(redact::args(&e.args)).enumerate() {
+    for (i, (a, redacted)) in e.args.iter().zip(redacted).enumerate() {
         let secrets: Vec<&_> = secret_at[args_from + i].iter().collect();
         let a = if secrets.is_empty() {
             redacted
