@@ -245,6 +245,28 @@ async fn a_200_mb_stderr_flood_neither_blocks_nor_fills_memory() {
 }
 
 #[tokio::test]
+async fn a_credential_it_was_given_is_masked_in_its_stderr_and_log() {
+    let token = ["tok_", "0123456789abcdef"].concat();
+    let script = "echo \"auth failed with $SERVICE_TOKEN at postgres://u:pw-123@db/x\" >&2; exit 2";
+    let h = Harness::new(vec![spec(
+        "fake",
+        "sh",
+        &["-c", script],
+        &[("SERVICE_TOKEN", token.clone())],
+    )]);
+    let e = err(h.session.tools("fake").await).to_string();
+    assert!(
+        e.contains("auth failed with *** at postgres://u:***@db/x"),
+        "{e}"
+    );
+    assert!(!e.contains(&token) && !e.contains("pw-123"), "{e}");
+    let log = std::fs::read_to_string(h.dir.path().join("cache/logs/fake.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(log, "auth failed with *** at postgres://u:***@db/x\n");
+    h.close().await;
+}
+
+#[tokio::test]
 async fn a_server_that_never_answers_fails_at_its_deadline_and_stays_failed() {
     let h = Harness::fake_with("silent", |s| s.startup_timeout = Duration::from_secs(2));
     let t = Instant::now();

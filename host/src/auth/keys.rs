@@ -209,7 +209,7 @@ impl Keys {
     }
 
     /// The providers whose keys `edgar login` stored, sorted. A keyring cannot be
-    /// listed, so the store keeps their names (never a key) under [`STORED_NAMES`]; a
+    /// listed, so the store keeps their names (never a key) under `providers:stored`; a
     /// key stored by an edgar before it is found by name only.
     pub async fn stored(&self) -> Result<Vec<String>, AuthError> {
         let Some(list) = self.store.read(STORED_NAMES).await? else {

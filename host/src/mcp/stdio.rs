@@ -1,28 +1,30 @@
 //! The stdio transport: a child process in its own process group, newline-delimited
 //! JSON on stdin/stdout with a cap on every line, and stderr drained on its own task
-//! into a bounded ring (its tail goes into error messages) and a per-server log file.
+//! into a bounded ring (its tail goes into error messages) and a per-server log file,
+//! the credentials it was given masked in both (`stdio/stderr.rs`).
 //!
 //! A chatty or stuck server can never fill a pipe and freeze the host: stdout is read
 //! into a bounded channel (back-pressure reaches the server, not our memory), stderr is
 //! always drained, and `close` escalates from closing stdin to SIGTERM and SIGKILL of
 //! the whole group.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io::Write as _;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio as Pipe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Buf as _;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
+mod stderr;
+
 use super::connection::{Event, Link, Outbound};
 use super::protocol;
-use crate::sync::lock;
 use crate::text::shown;
+use stderr::{StderrTail, drain_stderr};
 
 /// The variables of edgar's own environment a stdio server gets (besides its entry's
 /// `env`), as Codex does: enough to find programs, a home, a locale and a terminal, and
@@ -49,14 +51,6 @@ pub const INHERITED_ENV: &[&str] = &[
     "XDG_RUNTIME_DIR",
 ];
 
-/// Lines of stderr kept for error messages.
-const STDERR_TAIL_LINES: usize = 20;
-/// Bytes of stderr kept for error messages.
-const STDERR_TAIL_BYTES: usize = 4 << 10;
-/// Longest stderr line shown in an error (bytes): enough for the path a failure names.
-const STDERR_LINE_SHOWN: usize = 240;
-/// Most stderr written to a server's log file per session.
-const MAX_LOG_BYTES: u64 = 4 << 20;
 /// How long a server gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_millis(1000);
 /// Messages buffered in each direction before back-pressure applies.
@@ -115,39 +109,6 @@ fn before_exec(cmd: &mut Command, mut confinement: Option<super::sandbox::Prepar
 fn before_exec(_: &mut Command, confinement: Option<super::sandbox::Prepared>) {
     // `sandbox::prepare` refuses off Linux, so there is never one to apply here.
     debug_assert!(confinement.is_none());
-}
-
-/// The last lines a server wrote to stderr.
-#[derive(Default)]
-pub(crate) struct StderrTail(Mutex<VecDeque<String>>);
-
-impl StderrTail {
-    /// Keeps `line`, dropping the oldest beyond the tail's bounds.
-    pub(crate) fn push_line(&self, line: &str) {
-        let mut q = lock(&self.0);
-        let line: String = line.chars().take(STDERR_TAIL_BYTES / 4).collect();
-        q.push_back(line);
-        while q.len() > STDERR_TAIL_LINES
-            || q.iter().map(String::len).sum::<usize>() > STDERR_TAIL_BYTES
-        {
-            q.pop_front();
-        }
-    }
-
-    /// The tail for an error message: `"; stderr: ..."` or empty.
-    pub(crate) fn suffix(&self) -> String {
-        let q = lock(&self.0);
-        let lines: Vec<String> = q
-            .iter()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| crate::text::shown_up_to(l.trim_end(), STDERR_LINE_SHOWN))
-            .collect();
-        if lines.is_empty() {
-            String::new()
-        } else {
-            format!("; last stderr: {}", lines.join(" / "))
-        }
-    }
 }
 
 /// What to spawn.
@@ -271,7 +232,7 @@ impl Stdio {
             return Err("the child's pipes are missing".into());
         };
         let child = Arc::new(tokio::sync::Mutex::new(child));
-        let tail = Arc::new(StderrTail::default());
+        let tail = Arc::new(StderrTail::hiding(s.env));
         let egress = outside
             .map(|o| {
                 let tail = tail.clone();
@@ -496,63 +457,4 @@ async fn read_loop(
     let _ = events
         .send(Event::Closed(format!("{reason}{}", tail.suffix())))
         .await;
-}
-
-async fn drain_stderr(
-    mut stderr: tokio::process::ChildStderr,
-    tail: Arc<StderrTail>,
-    log: Option<PathBuf>,
-    server: String,
-) {
-    let mut file = log.and_then(|p| open_log(&p));
-    let mut written: u64 = 0;
-    let mut buf = vec![0u8; 8 << 10];
-    let mut partial = String::new();
-    loop {
-        let n = match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let chunk = &buf[..n];
-        if let Some(f) = file.as_mut()
-            && written < MAX_LOG_BYTES
-        {
-            let take = chunk.len().min((MAX_LOG_BYTES - written) as usize);
-            let _ = f.write_all(&chunk[..take]);
-            written += take as u64;
-            if written >= MAX_LOG_BYTES {
-                let _ = writeln!(
-                    f,
-                    "\n[edgar: log cut at {MAX_LOG_BYTES} bytes; stderr is still drained]"
-                );
-            }
-        }
-        partial.push_str(&String::from_utf8_lossy(chunk));
-        while let Some(i) = partial.find('\n') {
-            tail.push_line(&partial[..i]);
-            partial.drain(..=i);
-        }
-        if partial.len() > STDERR_TAIL_BYTES {
-            tail.push_line(&partial);
-            partial.clear();
-        }
-    }
-    if !partial.is_empty() {
-        tail.push_line(&partial);
-    }
-    tracing::debug!(server, "stderr closed");
-}
-
-fn open_log(path: &Path) -> Option<std::fs::File> {
-    if let Some(dir) = path.parent() {
-        let _ = crate::paths::create_private_dir(dir);
-    }
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .ok()
 }
