@@ -3,7 +3,7 @@
 //! flag named like one (`--token X`, `--api-key=X`) and an argument `NAME=VALUE` whose
 //! name is one (`-e GITHUB_TOKEN=...`). Only by name and place, never by the value's
 //! shape (that is the guard's secret rules, `guard::findings`); what is not masked is
-//! kept exactly as written.
+//! kept exactly as written, and so is a `${VAR}` reference in a credential's place.
 
 /// What a masked value is replaced with.
 pub const MASK: &str = "***";
@@ -52,7 +52,11 @@ pub fn args(args: &[String]) -> Vec<String> {
     let mut value_next = false;
     for a in args {
         if std::mem::take(&mut value_next) && !a.starts_with('-') {
-            out.push(MASK.to_owned());
+            out.push(if reference(a) {
+                a.clone()
+            } else {
+                MASK.to_owned()
+            });
             continue;
         }
         // A plain name: what `NAME=VALUE` and `Name: value` start with (not a URL, not a
@@ -62,15 +66,23 @@ pub fn args(args: &[String]) -> Vec<String> {
         };
         let masked = match (a.split_once('='), a.split_once(':')) {
             // `--token=X`, `GITHUB_TOKEN=X`: the name decides.
-            (Some((name, _)), _) if plain(name) && credential_name(name) => {
-                format!("{name}={MASK}")
+            (Some((name, value)), _) if plain(name) && credential_name(name) => {
+                if reference(value) {
+                    a.clone()
+                } else {
+                    format!("{name}={MASK}")
+                }
             }
             (Some((name, value)), _) if plain(name) && value.contains("://") => {
                 format!("{name}={}", url(value))
             }
             // A header given as an argument (`--header "Authorization: Bearer X"`).
-            (_, Some((name, _))) if plain(name) && credential_name(name) => {
-                format!("{name}: {MASK}")
+            (_, Some((name, value))) if plain(name) && credential_name(name) => {
+                if reference(value) {
+                    a.clone()
+                } else {
+                    format!("{name}: {MASK}")
+                }
             }
             _ => {
                 value_next = a.starts_with('-') && credential_name(a);
@@ -98,10 +110,10 @@ pub fn url(s: &str) -> String {
     match authority.rsplit_once('@') {
         Some((userinfo, host)) => {
             match userinfo.split_once(':') {
-                Some((user, _)) => {
+                Some((user, password)) => {
                     out.push_str(user);
                     out.push(':');
-                    out.push_str(MASK);
+                    out.push_str(if reference(password) { password } else { MASK });
                 }
                 // A lone user part is often the token itself (`https://TOKEN@host`).
                 None if credential_like(userinfo) => out.push_str(MASK),
@@ -121,7 +133,9 @@ pub fn url(s: &str) -> String {
             let pairs: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some((name, _)) if credential_name(name) => format!("{name}={MASK}"),
+                    Some((name, value)) if credential_name(name) && !reference(value) => {
+                        format!("{name}={MASK}")
+                    }
                     _ => pair.to_owned(),
                 })
                 .collect();
@@ -131,6 +145,12 @@ pub fn url(s: &str) -> String {
     }
     out.push_str(fragment);
     out
+}
+
+/// A value that names a variable (`${GITHUB_TOKEN}`) rather than holds a credential:
+/// shown as written, since it says where the credential comes from.
+fn reference(value: &str) -> bool {
+    value.contains("${")
 }
 
 /// A URL's user part alone that looks like a token rather than a user name: long, and
@@ -215,6 +235,15 @@ mod tests {
             ["--password", "--require=x.js"]
         );
         assert_eq!(masked(&["--author", "me"]), ["--author", "me"]);
+        // References say where a credential comes from, and are shown as written.
+        let references = [
+            "--token",
+            "${GH_TOKEN}",
+            "--api-key=${KEY}",
+            "Authorization: Bearer ${T}",
+            "postgres://u:${PW}@h/db?token=${T}",
+        ];
+        assert_eq!(masked(&references), references);
         // A header as an argument (mcp-remote's `--header`), and flags that say where a
         // credential is rather than hold one.
         assert_eq!(

@@ -248,7 +248,7 @@ pub(super) fn check_status(response: &reqwest::Response) -> Result<(), Reply> {
                 status: s,
                 reason: format!(
                     "it redirected (HTTP {s}) to {}; edgar follows redirects only within the server's origin",
-                    shown(to)
+                    shown(&crate::redact::url(to))
                 ),
             })
         }
