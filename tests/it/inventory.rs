@@ -167,6 +167,8 @@ fn every_host_is_found_with_findings_and_no_secret_is_printed() {
         rules(server(&v, "Claude Code", "remote")),
         ["cleartext-http"]
     );
+    assert_eq!(server(&v, "Claude Code", "remote")["project"], "/src/app");
+    assert!(server(&v, "Claude Code", "github")["project"].is_null());
     // Pinned: no launcher finding, only the lack of confinement.
     assert_eq!(rules(server(&v, "Claude Desktop", "fs")), ["unconfined"]);
     // A password in a database URL and a key in a URL's query: found by where they are
@@ -243,6 +245,12 @@ fn every_host_is_found_with_findings_and_no_secret_is_printed() {
         t.stdout
     );
     assert!(!t.stdout.contains(&ghp()));
+    assert!(
+        t.stdout
+            .contains("'remote'  'http://mcp.example.net/mcp'  (only in '/src/app')"),
+        "{}",
+        t.stdout
+    );
     assert!(
         t.stdout
             .lines()

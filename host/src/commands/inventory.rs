@@ -499,7 +499,17 @@ fn to_text(report: &Report<'_>) -> String {
             let _ = writeln!(out, "  cannot be read: {}", text::shown_message(e));
         }
         for s in entries {
-            let _ = writeln!(out, "  {}  {}", text::shown(&s.entry.name), s.shown);
+            let _ = writeln!(
+                out,
+                "  {}  {}{}",
+                text::shown(&s.entry.name),
+                s.shown,
+                s.entry
+                    .project
+                    .as_ref()
+                    .map(|p| format!("  (only in {})", text::shown(p)))
+                    .unwrap_or_default()
+            );
             for f in &s.found {
                 let _ = writeln!(out, "    {} {}: {}", f.severity.as_str(), f.rule, f.message);
             }
@@ -557,6 +567,7 @@ fn to_json(report: &Report<'_>) -> Value {
                 let mut v = json!({
                     "name": s.entry.name,
                     "line": s.entry.line,
+                    "project": s.entry.project,
                     "launch": s.shown,
                     "findings": s.found.iter().map(|f| json!({
                         "rule": f.rule, "severity": f.severity.as_str(), "message": f.message,

@@ -51,6 +51,8 @@ pub struct Entry {
     pub sandbox: Option<Value>,
     /// Where in the file the entry starts (1-based line), when it can be found.
     pub line: Option<usize>,
+    /// The one directory it applies in, for an entry of Claude Code's `projects` map.
+    pub project: Option<String>,
 }
 
 impl Entry {
@@ -275,25 +277,30 @@ fn read(shape: Shape, text: &str) -> Result<Vec<Entry>, String> {
     let doc: Value = serde_json::from_str(&json)
         .map_err(|e| format!("line {}: not valid JSON ({e})", e.line()))?;
     let mut out = Vec::new();
-    let mut servers = |map: Option<&Value>, zed: bool| {
+    let mut servers = |map: Option<&Value>, zed: bool, project: Option<&String>| {
         if let Some(Value::Object(m)) = map {
             for (name, e) in m {
                 if let Value::Object(e) = e {
-                    out.push(entry(name, e, zed, text));
+                    out.push(Entry {
+                        project: project.cloned(),
+                        ..entry(name, e, zed, text)
+                    });
                 }
             }
         }
     };
     match shape {
-        Shape::McpServers => servers(doc.get("mcpServers"), false),
-        Shape::Servers => servers(doc.get("servers"), false),
-        Shape::VsCodeSettings => servers(doc.get("mcp").and_then(|m| m.get("servers")), false),
-        Shape::Zed => servers(doc.get("context_servers"), true),
+        Shape::McpServers => servers(doc.get("mcpServers"), false, None),
+        Shape::Servers => servers(doc.get("servers"), false, None),
+        Shape::VsCodeSettings => {
+            servers(doc.get("mcp").and_then(|m| m.get("servers")), false, None)
+        }
+        Shape::Zed => servers(doc.get("context_servers"), true, None),
         Shape::ClaudeCode => {
-            servers(doc.get("mcpServers"), false);
+            servers(doc.get("mcpServers"), false, None);
             if let Some(Value::Object(projects)) = doc.get("projects") {
-                for p in projects.values() {
-                    servers(p.get("mcpServers"), false);
+                for (dir, p) in projects {
+                    servers(p.get("mcpServers"), false, Some(dir));
                 }
             }
         }
@@ -358,6 +365,7 @@ fn entry(name: &str, e: &Map<String, Value>, zed: bool, text: &str) -> Entry {
             .any(|k| e.get(*k).and_then(Value::as_str) == Some("sse")),
         sandbox: e.get("sandbox").cloned(),
         line: line_of(text, &format!("\"{name}\"")),
+        project: None,
     }
 }
 
@@ -405,6 +413,7 @@ fn codex(text: &str) -> Result<Vec<Entry>, String> {
             sse: false,
             sandbox: None,
             line: line_of(text, &format!("mcp_servers.{name}")),
+            project: None,
         });
     }
     Ok(out)
@@ -506,6 +515,10 @@ mod tests {
         let claude = r#"{"mcpServers": {"a": {"url": "http://h/mcp"}}, "projects": {"/p": {"mcpServers": {"b": {"command": "x"}}}}}"#;
         let e = read(Shape::ClaudeCode, claude).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.len(), 2);
+        assert_eq!(
+            (e[0].project.as_deref(), e[1].project.as_deref()),
+            (None, Some("/p"))
+        );
         assert!(read(Shape::McpServers, "{oops").is_err());
         assert!(format!("{:?}", e[0]).contains("Entry"));
     }
