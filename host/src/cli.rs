@@ -125,16 +125,20 @@ pub enum McpCommand {
     /// Add a stdio server (`-- CMD ARGS...`) or an HTTP server (`--url URL`).
     Add {
         name: String,
+        /// The server's URL, as Claude Code takes it (`--transport http NAME URL`); the
+        /// same as `--url`.
+        #[arg(value_name = "URL", conflicts_with_all = ["url", "command"])]
+        target: Option<String>,
         /// The server's URL (Streamable HTTP, or legacy SSE with `--transport sse`).
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
-        #[arg(long, value_parser = ["http", "sse"], requires = "url")]
+        #[arg(long, value_parser = ["http", "sse"])]
         transport: Option<String>,
         /// An HTTP header, `Name: value` (repeatable).
-        #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+        #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
         headers: Vec<String>,
         /// An environment variable for a stdio server, `KEY=VALUE` (repeatable).
-        #[arg(long = "env", value_name = "KEY=VALUE")]
+        #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
         env: Vec<String>,
         #[command(flatten)]
         scope: ScopeArg,

@@ -187,6 +187,39 @@ fn add_get_remove_round_trip_and_mask_secrets() {
         r.json()["url"],
         json!("https://u:***@example.com/mcp?token=***&x=1")
     );
+    // A name already there is never replaced: not by a good entry, not by a bad one
+    // (whose undoing would have removed the name, the old entry with it).
+    for again in [
+        &["db", "--", "/bin/echo"][..],
+        &["db", "--", "/bin/echo", "${EDGAR_UNSET_FOR_THIS_TEST}"],
+    ] {
+        let r = run(EDGAR, h.path(), &[&["mcp", "add"][..], again].concat(), b"");
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(r.stderr.contains("already there"), "{}", r.stderr);
+        let r = run(EDGAR, h.path(), &["mcp", "get", "db"], b"");
+        assert_eq!(r.json()["command"], json!("/bin/true"), "{}", r.stdout);
+    }
+    // Claude Code's form: `--transport http NAME URL`, `-H`; a command there is refused
+    // with where it goes.
+    add(&[
+        "--transport",
+        "http",
+        "cc",
+        "https://example.com/mcp",
+        "-H",
+        "X-Team: a",
+    ]);
+    let r = run(EDGAR, h.path(), &["mcp", "get", "cc"], b"");
+    assert_eq!(r.json()["url"], json!("https://example.com/mcp"));
+    assert_eq!(r.json()["headers"], json!({"X-Team": "***"}));
+    let r = run(EDGAR, h.path(), &["mcp", "add", "cmd", "npx"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr
+            .contains("a command goes after `--`: edgar mcp add cmd -- npx ..."),
+        "{}",
+        r.stderr
+    );
     let r = run(
         EDGAR,
         h.path(),

@@ -51,6 +51,7 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
         }
         McpCommand::Add {
             name,
+            target,
             url,
             transport,
             headers,
@@ -58,9 +59,28 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             scope,
             sandbox,
             command,
-        } => add(
-            &paths, &name, url, transport, headers, env, &scope, &sandbox, command,
-        ),
+        } => {
+            // Claude Code's form, `NAME URL`: only a URL goes there; a command goes after `--`.
+            if let Some(t) = &target
+                && !(t.starts_with("http://") || t.starts_with("https://"))
+            {
+                bail!(
+                    "{} is not an http:// or https:// URL; a command goes after `--`: edgar mcp add {name} -- {t} ...",
+                    edgar_host::text::shown(t)
+                );
+            }
+            add(
+                &paths,
+                &name,
+                url.or(target),
+                transport,
+                headers,
+                env,
+                &scope,
+                &sandbox,
+                command,
+            )
+        }
         McpCommand::Remove { name, scope } => {
             let file = scope_file(&paths, &scope)?;
             if edit::remove_server(&file, &name)? {
@@ -432,6 +452,12 @@ fn add(
     };
     if (confined || sandbox.no_sandbox) && url.is_some() {
         bail!("--read, --write, --net and --no-sandbox apply to stdio servers (a command)");
+    }
+    if url.is_none() && (transport.is_some() || !headers.is_empty()) {
+        bail!("--transport and --header apply to an HTTP server (--url URL)");
+    }
+    if url.is_some() && !env.is_empty() {
+        bail!("--env applies to a stdio server (a command after `--`)");
     }
     let entry = match (url, command.split_first()) {
         (Some(url), None) => {

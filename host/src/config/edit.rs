@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::{ConfigError, check_name, read_file};
 
-/// Adds (or replaces) `name` in `file`'s `mcpServers`, creating the file if needed.
+/// Adds `name` to `file`'s `mcpServers`, creating the file if needed; refused when the
+/// name is already there.
 pub fn add_server(file: &Path, name: &str, entry: Value) -> Result<(), ConfigError> {
     let err = |message: String| ConfigError {
         file: file.to_owned(),
@@ -25,6 +26,13 @@ pub fn add_server(file: &Path, name: &str, entry: Value) -> Result<(), ConfigErr
     let Some(servers) = servers.as_object_mut() else {
         return Err(err("\"mcpServers\" is not an object".into()));
     };
+    // Never over another: its entry would be lost, and `edgar mcp add` undoes a bad add
+    // by removing the name.
+    if servers.contains_key(name) {
+        return Err(err(format!(
+            "a server of that name is already there; `edgar mcp remove {name}` first, or choose another name"
+        )));
+    }
     servers.insert(name.to_owned(), entry);
     write(file, &doc).map_err(|e| err(format!("cannot write: {e}")))
 }
@@ -94,5 +102,14 @@ mod tests {
             json!({"mcpServers": {"b": {"url": "https://h"}}, "other": 1})
         );
         assert!(add_server(&f, "bad name", json!({})).is_err());
+        // An existing entry is never replaced.
+        let e = add_server(&f, "b", json!({"command": "y"}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("already there"), "{e}");
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap_or_default())
+            .unwrap_or_default();
+        assert_eq!(doc["mcpServers"]["b"], json!({"url": "https://h"}));
     }
 }
