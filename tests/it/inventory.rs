@@ -98,8 +98,9 @@ fn machine() -> tempfile::TempDir {
     write(
         home,
         ".vscode/mcp.json",
-        &json!({"servers": {"proj": {"command": "node", "args": ["server.js", "--token", ghp()]}}})
-            .to_string(),
+        &json!({"servers": {"proj": {"command": "node", "args": ["server.js", "--token", ghp()]},
+                            "esc": {"command": "evil\u{1b}[2Jcmd"}}})
+        .to_string(),
     );
     write(home, ".mcp.json", "{\"mcpServers\": {oops}");
     h
@@ -245,6 +246,9 @@ fn every_host_is_found_with_findings_and_no_secret_is_printed() {
         t.stdout
     );
     assert!(!t.stdout.contains(&ghp()));
+    // A repository's file cannot write to the terminal: its command is escaped.
+    assert!(!t.stdout.contains('\u{1b}'), "{}", t.stdout);
+    assert!(t.stdout.contains("evil\\u{1b}[2Jcmd"), "{}", t.stdout);
     assert!(
         t.stdout
             .contains("'remote'  'http://mcp.example.net/mcp'  (only in '/src/app')"),
@@ -345,8 +349,10 @@ fn discover_asks_first_and_starts_nothing_without_an_answer() {
         b"",
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // Whole: a long argument is not cut where a human is asked to let it run.
     assert!(
-        r.stderr.contains("would run '-c'") || r.stderr.contains("would run /bin/sh"),
+        r.stderr.contains("would run '/bin/sh' '-c' 'printf ")
+            && r.stderr.contains(&format!("exec '{FAKE}' poisoned'")),
         "{}",
         r.stderr
     );

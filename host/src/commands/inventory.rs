@@ -29,8 +29,10 @@ struct Finding {
 /// One server entry of a file, as reported.
 struct Server {
     entry: Entry,
-    /// Its command line or URL, secrets masked.
+    /// Its command line or URL, secrets masked, in one line for the report.
     shown: String,
+    /// The same, part by part (the command and each argument, or the URL), uncut.
+    launch: Vec<String>,
     found: Vec<Finding>,
     /// The `env` and `header` values not to print (a credential by name or by the guard's
     /// rules), as `env KEY` / `header KEY`.
@@ -93,10 +95,11 @@ pub fn run(
                     entries
                         .iter()
                         .map(|e| {
-                            let (shown, found, hidden) = check(&adapter, file, e);
+                            let (launch, found, hidden) = check(&adapter, file, e);
                             Server {
                                 entry: e.clone(),
-                                shown,
+                                shown: one_line(e, &launch),
+                                launch,
                                 found,
                                 hidden,
                                 discovered: None,
@@ -164,7 +167,7 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
                 text::shown(&s.entry.name),
                 file.host,
                 file.path.display(),
-                s.shown
+                whole(&s.launch)
             );
             // Every value is shown (an `env` such as NODE_OPTIONS changes what runs),
             // except a credential's, which is named only.
@@ -183,7 +186,7 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
                     if s.hidden.contains(&what) {
                         format!("{what}=(a credential, not shown)")
                     } else {
-                        format!("{what}={}", text::shown(v))
+                        format!("{what}='{}'", text::visible(v))
                     }
                 })
                 .collect();
@@ -207,12 +210,12 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
         return Ok(());
     }
     // What a human let run is in the trail: each server, where it was configured, and its
-    // launch as shown (secrets masked).
+    // launch, whole (secrets masked).
     audit(
         "scan_discover",
         json!({"servers": at.iter().map(|&(fi, si)| {
             let (file, servers) = &report[fi];
-            json!({"name": servers[si].entry.name, "file": file.path, "launch": servers[si].shown})
+            json!({"name": servers[si].entry.name, "file": file.path, "launch": servers[si].launch})
         }).collect::<Vec<_>>(), "by": if yes { "--yes" } else { "terminal" }}),
     );
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
@@ -273,7 +276,11 @@ fn check(
     adapter: &Adapter,
     file: &File,
     e: &Entry,
-) -> (String, Vec<Finding>, std::collections::BTreeSet<String>) {
+) -> (
+    Vec<String>,
+    Vec<Finding>,
+    std::collections::BTreeSet<String>,
+) {
     let mut hidden = std::collections::BTreeSet::new();
     let mut found = Vec::new();
     // Every value that may hold a secret, scanned by the guard's rules in one instance.
@@ -399,27 +406,48 @@ fn check(
             },
         });
     }
-    // The command line as shown: each argument with the secrets the rules found masked,
+    // The launch: the command and each argument with the secrets the rules found masked,
     // then those written where a credential goes (a URL's password, `--token X`).
-    let mut shown = e.command.clone().unwrap_or_default();
-    for (i, (a, redacted)) in e.args.iter().zip(redacted).enumerate() {
-        let secrets: Vec<&_> = secret_at[args_from + i].iter().collect();
-        let a = if secrets.is_empty() {
-            redacted
-        } else {
-            redact::url(&mask(a, &secrets))
-        };
-        shown.push(' ');
-        shown.push_str(&text::shown(&a));
+    let launch: Vec<String> = match (&e.command, &e.url) {
+        (Some(command), _) => std::iter::once(command.clone())
+            .chain(e.args.iter().zip(redacted).enumerate().map(|(i, (a, r))| {
+                let secrets: Vec<&_> = secret_at[args_from + i].iter().collect();
+                if secrets.is_empty() {
+                    r
+                } else {
+                    redact::url(&mask(a, &secrets))
+                }
+            }))
+            .collect(),
+        (None, Some(u)) => {
+            let secrets: Vec<&_> = secret_at[values.len() - 1].iter().collect();
+            vec![redact::url(&mask(u, &secrets))]
+        }
+        (None, None) => Vec::new(),
+    };
+    (launch, found, hidden)
+}
+
+/// A launch in one line for the report: the command escaped, each argument (or the URL)
+/// quoted and cut at 80 bytes.
+fn one_line(e: &Entry, launch: &[String]) -> String {
+    match (&e.command, launch.split_first()) {
+        (Some(_), Some((command, args))) => std::iter::once(text::visible(command))
+            .chain(args.iter().map(|a| text::shown(a)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, Some((url, _))) => text::shown(url),
+        _ => "(no command or URL that can be read)".into(),
     }
-    if let Some(u) = &e.url {
-        let secrets: Vec<&_> = secret_at[values.len() - 1].iter().collect();
-        shown = text::shown(&redact::url(&mask(u, &secrets)));
-    }
-    if e.command.is_none() && e.url.is_none() {
-        shown = "(no command or URL that can be read)".into();
-    }
-    (shown, found, hidden)
+}
+
+/// A launch whole, for a human asked to let it run: every part escaped, none cut.
+fn whole(launch: &[String]) -> String {
+    launch
+        .iter()
+        .map(|a| format!("'{}'", text::visible(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether an `env KEY` / `header KEY` is named like a credential.
