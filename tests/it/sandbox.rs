@@ -570,7 +570,7 @@ fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
         run(EDGAR, h.path(), &["mcp", "remove", "plain"], b"").code,
         Some(0)
     );
-    add(&[
+    let boxed = add(&[
         "boxed",
         "--read",
         "~/allowed",
@@ -580,6 +580,15 @@ fn mcp_add_writes_a_profile_and_a_denied_start_says_how_it_ran() {
         FAKE,
         "good",
     ]);
+    assert!(!boxed.stderr.contains("does not exist"), "{}", boxed.stderr);
+    // A path that is not there is said to allow nothing (a typo), and the entry is kept.
+    let typo = add(&["typo", "--read", "~/alowed", "--", FAKE, "good"]);
+    assert!(
+        typo.stderr
+            .contains("note: --read '~/alowed' does not exist: it allows nothing until it does"),
+        "{}",
+        typo.stderr
+    );
     add(&["open", "--no-sandbox", "--", FAKE, "good"]);
     add(&[
         "web",

@@ -503,6 +503,21 @@ fn add(
         return Err(anyhow::Error::new(e).context(format!("{name} was not added")));
     }
     println!("added {name} to {}", file.display());
+    // A path that is not there grants nothing (a typo shows up only as a denied start).
+    for (flag, path) in (sandbox.read.iter().map(|p| ("--read", p)))
+        .chain(sandbox.write.iter().map(|p| ("--write", p)))
+    {
+        let at = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(path),
+        };
+        if !path.contains("${") && !at.exists() {
+            eprintln!(
+                "note: {flag} {} does not exist: it allows nothing until it does",
+                edgar_host::text::shown(path)
+            );
+        }
+    }
     if entry_unconfined {
         eprintln!(
             "note: {name} runs NOT confined (a user server is not, unless its entry has a \"sandbox\"): --read, --write and --net confine it, --no-sandbox says so"
