@@ -240,6 +240,15 @@ fn add_get_remove_round_trip_and_mask_secrets() {
         "{}",
         r.stderr
     );
+    // A server in the other file: said where it is.
+    add(&["pj", "--project", "--", "/bin/true"]);
+    let r = run(EDGAR, h.path(), &["mcp", "remove", "pj"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("it is in") && r.stderr.contains(".mcp.json: add --project"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -87,7 +87,26 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 println!("removed {name} from {}", file.display());
                 Ok(ExitCode::SUCCESS)
             } else {
-                bail!("no server named '{name}' in {}", file.display())
+                // Where it is, if it is in the other file.
+                let other = ScopeArg {
+                    project: !scope.project,
+                };
+                let elsewhere = scope_file(&paths, &other)
+                    .ok()
+                    .filter(|f| edit::has_server(f, &name));
+                match elsewhere {
+                    Some(f) => bail!(
+                        "no server named '{name}' in {}; it is in {}{}",
+                        file.display(),
+                        f.display(),
+                        if other.project {
+                            ": add --project"
+                        } else {
+                            ": drop --project"
+                        }
+                    ),
+                    None => bail!("no server named '{name}' in {}", file.display()),
+                }
             }
         }
         McpCommand::Scan {
@@ -507,9 +526,12 @@ fn add(
     for (flag, path) in (sandbox.read.iter().map(|p| ("--read", p)))
         .chain(sandbox.write.iter().map(|p| ("--write", p)))
     {
+        // As the config reads it: `~/` is the home, a relative path the file's directory.
         let at = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
             (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-            _ => PathBuf::from(path),
+            _ => file
+                .parent()
+                .map_or_else(|| PathBuf::from(path), |dir| dir.join(path)),
         };
         if !path.contains("${") && !at.exists() {
             eprintln!(

@@ -37,6 +37,14 @@ pub fn add_server(file: &Path, name: &str, entry: Value) -> Result<(), ConfigErr
     write(file, &doc).map_err(|e| err(format!("cannot write: {e}")))
 }
 
+/// Whether `file` has a server `name` (a file that cannot be read has none).
+pub fn has_server(file: &Path, name: &str) -> bool {
+    read_file(file)
+        .ok()
+        .flatten()
+        .is_some_and(|doc| doc["mcpServers"].get(name).is_some())
+}
+
 /// Removes `name` from `file`; returns whether it was there.
 pub fn remove_server(file: &Path, name: &str) -> Result<bool, ConfigError> {
     let err = |message: String| ConfigError {
@@ -93,7 +101,9 @@ mod tests {
         doc["other"] = json!(1);
         std::fs::write(&f, doc.to_string()).unwrap_or_else(|e| panic!("{e}"));
         add_server(&f, "b", json!({"url": "https://h"})).unwrap_or_else(|e| panic!("{e}"));
+        assert!(has_server(&f, "a") && !has_server(&f, "c"));
         assert_eq!(remove_server(&f, "a").ok(), Some(true));
+        assert!(!has_server(&f, "a"));
         assert_eq!(remove_server(&f, "a").ok(), Some(false));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap_or_default())
             .unwrap_or_default();
