@@ -512,6 +512,15 @@ fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
     let line = get["confinement"].as_str().unwrap_or_default();
     let want = format!("its own install read with it: {}", node_modules.display());
     assert!(line.contains(&want), "{line}");
+    // The start's audit line names the install the start itself found.
+    let trail = std::fs::read_to_string(h.path().join(".local/state/edgar/audit.jsonl"))
+        .unwrap_or_default();
+    assert!(
+        trail.lines().any(|l| l.contains("\"event\":\"start\"")
+            && l.contains("\"server\":\"fs\"")
+            && l.contains(&want)),
+        "{trail}"
+    );
     // Not its home's secrets for all that.
     let secret = h.path().join(".ssh/id_rsa").display().to_string();
     let r = run(

@@ -139,6 +139,8 @@ pub struct Prepared {
     #[cfg(target_os = "linux")]
     netns: Option<netns::Child>,
     egress: Option<Outside>,
+    /// The user's own install read with its program ([`own_installs`]), as found here.
+    pub installs: Vec<PathBuf>,
 }
 
 /// edgar's side of a host list: where the namespace's listeners arrive, and the hosts.
@@ -285,9 +287,12 @@ pub fn prepare(
     }
     let named = Named::of(program);
     rules.read.extend(named.read);
-    if users_own {
-        rules.read.extend(named.installs);
-    }
+    let installs = if users_own {
+        named.installs
+    } else {
+        Vec::new()
+    };
+    rules.read.extend(installs.iter().cloned());
     if let Some(d) = cwd {
         rules.read.push(d.to_owned());
     }
@@ -314,7 +319,7 @@ pub fn prepare(
     };
     let read = expand(&rules.read);
     let write = expand(&rules.write);
-    build(profile, read, write)
+    build(profile, read, write).map(|p| Prepared { installs, ..p })
 }
 
 impl Prepared {
@@ -419,6 +424,7 @@ fn build(
         filters,
         netns,
         egress,
+        installs: Vec::new(),
     })
 }
 

@@ -64,6 +64,9 @@ pub(crate) struct Stdio {
     _workdir: Option<crate::workdir::Workdir>,
     /// The proxy of a confined server with a `"net"` host list; stopped at close.
     egress: Option<super::sandbox::proxy::Egress>,
+    /// The user's own install a confined server reads with its program, as its start
+    /// found it.
+    installs: Vec<PathBuf>,
     stderr: Arc<StderrTail>,
     close_stdin: Option<oneshot::Sender<()>>,
     closed: bool,
@@ -181,6 +184,10 @@ impl Stdio {
         let outside = confinement
             .as_mut()
             .and_then(super::sandbox::Prepared::take_outside);
+        let installs = confinement
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.installs))
+            .unwrap_or_default();
         let cwd = match (s.cwd, &workdir) {
             (Some(cwd), _) => cwd,
             (None, Some(dir)) => dir.path(),
@@ -263,6 +270,7 @@ impl Stdio {
             pgid,
             _workdir: workdir,
             egress,
+            installs,
             stderr: tail,
             close_stdin: Some(close_tx),
             closed: false,
@@ -274,6 +282,12 @@ impl Stdio {
                 events: ev_rx,
             },
         ))
+    }
+
+    /// The user's own install it reads with its program (none when it is not
+    /// confined, or is a project's).
+    pub(crate) fn installs(&self) -> &[PathBuf] {
+        &self.installs
     }
 
     pub(crate) fn stderr_tail(&self) -> String {

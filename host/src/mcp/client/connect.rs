@@ -17,7 +17,7 @@ use crate::mcp::protocol::{MODERN, PROTOCOL};
 use crate::mcp::stdio::{Spawn, Stdio};
 use crate::text::shown;
 
-use super::{SessionInner, confinement_line};
+use super::{SessionInner, hints};
 use crate::sync::lock;
 
 pub(super) enum TransportHandle {
@@ -147,7 +147,8 @@ impl SessionInner {
                 if matches!(spec.sandbox, crate::config::Sandbox::On(_)) {
                     self.audit(
                         "start",
-                        json!({"server": spec.name, "confinement": confinement_line(spec)}),
+                        json!({"server": spec.name,
+                               "confinement": hints::confinement_line_found(spec, stdio.installs())}),
                     );
                 }
                 Ok((

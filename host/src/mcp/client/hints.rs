@@ -9,10 +9,18 @@ use crate::text::shown;
 
 /// How a stdio server runs, in one line: its confinement, or why it has none.
 pub fn confinement_line(spec: &ServerSpec) -> String {
+    let installs = match &spec.sandbox {
+        crate::config::Sandbox::On(_) => own_installs(spec),
+        _ => Vec::new(),
+    };
+    confinement_line_found(spec, &installs)
+}
+
+/// [`confinement_line`] with the installs its start found (not looked up again).
+pub(crate) fn confinement_line_found(spec: &ServerSpec, installs: &[std::path::PathBuf]) -> String {
     match &spec.sandbox {
         crate::config::Sandbox::On(p) => {
             let mut line = crate::mcp::sandbox::describe(p);
-            let installs = own_installs(spec);
             if !installs.is_empty() {
                 let shown: Vec<String> = installs
                     .iter()
