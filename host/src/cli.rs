@@ -23,13 +23,23 @@ pub enum Command {
     #[command(subcommand)]
     Mcp(McpCommand),
     /// Store a provider's API key in the OS keyring (read without echo, or from stdin).
-    Login { provider: String },
+    Login {
+        /// The provider, e.g. `anthropic` (its key is also read from `<NAME>_API_KEY`).
+        provider: String,
+    },
     /// Erase a provider's stored key.
-    Logout { provider: String },
+    Logout {
+        /// The provider whose stored key to erase.
+        provider: String,
+    },
     /// Which key source wins for each provider, and why (keys masked).
-    Account { provider: Option<String> },
+    Account {
+        /// Only this provider (else those configured and those `edgar login` stored).
+        provider: Option<String>,
+    },
     /// Search the configured servers' tools, printing exactly what the model would receive.
     ToolSearch {
+        /// What the tool should do, in plain words, or a tool's name.
         query: String,
         /// The most tokens of schema to return.
         #[arg(long, default_value_t = edgar_host::tools::search::RESERVE)]
@@ -94,6 +104,7 @@ pub enum DevCommand {
 pub enum McpCommand {
     /// Every configured server and its state. Starts nothing.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Where each server's last discovery spent its time, and its first call.
@@ -101,13 +112,17 @@ pub enum McpCommand {
         timings: bool,
     },
     /// Show one server's configuration (environment and header values masked, and credentials written in its arguments or URL).
-    Get { name: String },
+    Get {
+        /// The server.
+        name: String,
+    },
     /// Every MCP configuration on this machine (edgar, Claude Code, Claude Desktop,
     /// Cursor, VS Code, Windsurf, Codex, Gemini CLI, Zed; user and project files) with
     /// findings on each entry: secrets written in plain text, clear-text HTTP to another
     /// host, launchers that fetch the newest release at each start, no confinement.
     /// Starts nothing unless `--discover` is given.
     Scan {
+        /// Print JSON instead of text.
         #[arg(long, conflicts_with = "sarif")]
         json: bool,
         /// SARIF 2.1.0, for code scanning in CI.
@@ -124,6 +139,7 @@ pub enum McpCommand {
     },
     /// Add a stdio server (`-- CMD ARGS...`) or an HTTP server (`--url URL`).
     Add {
+        /// The server's name, 1 to 64 of `[A-Za-z0-9_-]`: its tools are `NAME__tool`.
         name: String,
         /// The server's URL, as Claude Code takes it (`--transport http NAME URL`); the
         /// same as `--url`.
@@ -132,6 +148,7 @@ pub enum McpCommand {
         /// The server's URL (Streamable HTTP, or legacy SSE with `--transport sse`).
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
+        /// `http` (Streamable HTTP, the default) or `sse` (the legacy HTTP+SSE transport).
         #[arg(long, value_parser = ["http", "sse"])]
         transport: Option<String>,
         /// An HTTP header, `Name: value` (repeatable).
@@ -150,6 +167,7 @@ pub enum McpCommand {
     },
     /// Remove a server from the config.
     Remove {
+        /// The server.
         name: String,
         #[command(flatten)]
         scope: ScopeArg,
@@ -169,12 +187,15 @@ pub enum McpCommand {
     Prompts {
         /// Only this server.
         name: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Get a prompt's messages: NAME is SERVER/PROMPT; arguments as KEY=VALUE.
     Prompt {
+        /// SERVER/PROMPT.
         name: String,
+        /// The prompt's arguments, each KEY=VALUE.
         arguments: Vec<String>,
         /// Print the messages as JSON.
         #[arg(long)]
@@ -184,11 +205,13 @@ pub enum McpCommand {
     Resources {
         /// Only this server.
         name: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Read a resource by its URI, through the guard.
     Read {
+        /// The resource's URI, as `edgar mcp resources` lists it.
         uri: String,
         /// The server to read it from (else the one that lists it).
         #[arg(long)]
@@ -199,6 +222,7 @@ pub enum McpCommand {
     },
     /// Call a tool: TOOL is the name the model sees, or SERVER/TOOL.
     Call {
+        /// The tool: the name the model sees, or SERVER/TOOL.
         tool: String,
         /// The arguments, a JSON object.
         #[arg(default_value = "{}")]
@@ -208,7 +232,10 @@ pub enum McpCommand {
         json: bool,
     },
     /// Forget a server's failure so it starts again when needed.
-    Reset { name: String },
+    Reset {
+        /// The server.
+        name: String,
+    },
     /// Review and approve a project server (exactly what would run or be contacted), or
     /// a server's changed and new tools (a diff against their pins).
     Approve {
@@ -227,10 +254,15 @@ pub enum McpCommand {
         gateway_config: Option<std::path::PathBuf>,
     },
     /// Withdraw the approval of a project server.
-    Revoke { name: String },
+    Revoke {
+        /// The project server.
+        name: String,
+    },
     /// The pinned tools of each server (or one), and changes waiting for approval.
     Pins {
+        /// Only this server.
         name: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// The pins a team gateway's replicas share (see `approve`).
@@ -243,6 +275,7 @@ pub enum McpCommand {
     Verify,
     /// Sign in to an HTTP server (OAuth 2.1 with PKCE through a loopback redirect).
     Login {
+        /// The HTTP server.
         name: String,
         /// Print the sign-in URL instead of opening a browser.
         #[arg(long)]
@@ -253,12 +286,17 @@ pub enum McpCommand {
         browser_fetch: bool,
     },
     /// Erase everything stored for a server's sign-in.
-    Logout { name: String },
+    Logout {
+        /// The HTTP server.
+        name: String,
+    },
     /// Store a server's client private key (PEM, P-256 or RSA) in the credential store,
     /// for `"oauth": {"grant": "client_credentials", "private_key": "store"}`. Read from
     /// `--file` or stdin, checked, never printed.
     SetKey {
+        /// The HTTP server whose `oauth` takes the key.
         name: String,
+        /// Read the PEM from this file (else from stdin).
         #[arg(long)]
         file: Option<std::path::PathBuf>,
         /// Erase the stored key instead.
@@ -368,7 +406,9 @@ pub enum SearchModelCommand {
 pub enum GuardCommand {
     /// Print the model-visible name of TOOL on SERVER.
     ToolName {
+        /// The server's configured name.
         server: String,
+        /// The tool's name as the server gives it.
         tool: String,
         #[command(flatten)]
         adapter: AdapterArg,
