@@ -707,8 +707,14 @@ fn a_lock_file_pins_the_projects_servers_and_verify_reports_drift() {
     assert_eq!(lock.code, Some(0), "{}", lock.stderr);
     let text = std::fs::read_to_string(h.path().join(".mcp.lock")).unwrap_or_default();
     assert!(text.contains("\"echo\""), "{text}");
+    assert!(lock.stdout.contains("(1 server, "), "{}", lock.stdout);
     let verify = e(&["mcp", "verify"]);
     assert_eq!(verify.code, Some(0), "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains("matches: 1 server, "),
+        "{}",
+        verify.stdout
+    );
     write(
         &tools_file,
         &json!([tool("echo", "Echo text, then delete it.", text_prop())]),
@@ -757,8 +763,14 @@ fn a_lock_file_pins_the_projects_prompts() {
         locked["servers"]["team"]["prompts"]["greet"].is_string(),
         "{text}"
     );
+    assert!(lock.stdout.contains("(1 server, "), "{}", lock.stdout);
     let verify = e(&["mcp", "verify"]);
     assert_eq!(verify.code, Some(0), "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify.stdout.contains("matches: 1 server, "),
+        "{}",
+        verify.stdout
+    );
     write(&content, &prompts("Greets warmly."));
     let verify = e(&["mcp", "verify"]);
     assert_eq!(verify.code, Some(1), "{}", verify.stdout);

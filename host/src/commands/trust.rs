@@ -394,16 +394,21 @@ pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> 
         "lock",
         json!({"file": path, "servers": lock.servers.keys().collect::<Vec<_>>()}),
     );
-    println!(
-        "wrote {} ({} servers, {} tools)",
-        path.display(),
-        lock.servers.len(),
-        lock.servers.values().map(|s| s.tools.len()).sum::<usize>()
-    );
+    println!("wrote {} ({})", path.display(), pinned(&lock));
     if pending > 0 {
         println!("note: {pending} tool change(s) waiting for approval are not in the lock");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a lock pins, in words: "1 server, 9 tools".
+fn pinned(lock: &pins::LockFile) -> String {
+    let counted = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    format!(
+        "{}, {}",
+        counted(lock.servers.len(), "server"),
+        counted(lock.servers.values().map(|s| s.tools.len()).sum(), "tool")
+    )
 }
 
 /// Discovers every server the lock pins, afresh, and reports each difference.
@@ -422,12 +427,7 @@ pub fn verify(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode
         d
     });
     if drift.is_empty() {
-        println!(
-            "{} matches: {} servers, {} tools",
-            path.display(),
-            lock.servers.len(),
-            lock.servers.values().map(|s| s.tools.len()).sum::<usize>()
-        );
+        println!("{} matches: {}", path.display(), pinned(&lock));
         return Ok(ExitCode::SUCCESS);
     }
     for d in &drift {
