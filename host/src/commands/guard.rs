@@ -196,8 +196,9 @@ fn scan(
         }
         writeln!(
             out,
-            "{} tools scanned: {} high, {} medium, {} low",
+            "{} tool{} scanned: {} high, {} medium, {} low",
             tools.len(),
+            if tools.len() == 1 { "" } else { "s" },
             counts[2],
             counts[1],
             counts[0]
@@ -212,18 +213,25 @@ fn scan(
 }
 
 /// The tools of a `tools/list` result, a JSON-RPC response carrying one, a corpus file
-/// (`{"server", "tools"}`) or a bare array; with the file's server name if it has one.
+/// (`{"server", "tools"}`), a bare array or one tool; with the file's server name if it
+/// has one.
 fn tool_list(text: &str) -> anyhow::Result<(Option<String>, Vec<serde_json::Value>)> {
     let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
     let server = v.get("server").and_then(|s| s.as_str()).map(str::to_owned);
-    let tools = match &v {
-        serde_json::Value::Array(a) => a.clone(),
-        _ => v
-            .get("tools")
-            .or_else(|| v.get("result").and_then(|r| r.get("tools")))
-            .and_then(|t| t.as_array())
-            .cloned()
-            .context("no tool list: expected an array of tools, or an object with `tools` or `result.tools`")?,
+    let listed = v
+        .get("tools")
+        .or_else(|| v.get("result").and_then(|r| r.get("tools")))
+        .and_then(|t| t.as_array());
+    let tools = match (&v, listed) {
+        (serde_json::Value::Array(a), _) => a.clone(),
+        (_, Some(tools)) => tools.clone(),
+        // One tool, as `guard to-schema` takes it.
+        (serde_json::Value::Object(o), None) if o.get("name").is_some_and(|n| n.is_string()) => {
+            vec![v.clone()]
+        }
+        _ => anyhow::bail!(
+            "no tool list: expected an array of tools, an object with `tools` or `result.tools`, or one tool"
+        ),
     };
     Ok((server, tools))
 }
