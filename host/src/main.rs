@@ -50,17 +50,22 @@ fn quiet_on_broken_pipe() {
 }
 
 /// Logs go to stderr, filtered by `EDGAR_LOG` (default: warnings), coloured only on a
-/// terminal and never with `NO_COLOR` set.
+/// terminal and never with `NO_COLOR` set. A warning is one line a person reads, without
+/// a timestamp; with `EDGAR_LOG` set (someone is tracing) each line has one.
 fn init_logging() {
     use std::io::IsTerminal;
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let filter = tracing_subscriber::EnvFilter::try_from_env("EDGAR_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EDGAR_LOG");
+    let tracing = filter.is_ok();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
         .with_ansi(colour)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    if tracing {
+        logs.init();
+    } else {
+        logs.without_time().init();
+    }
 }
