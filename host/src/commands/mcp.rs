@@ -517,26 +517,26 @@ fn add(
     edit::add_server(&file, name, entry)?;
     // Re-read so a bad entry (for example an unset ${VAR}) is reported now, and taken out
     // again: the file is left as it was, not unreadable.
-    if let Err(e) = edgar_host::trust::admit::load(paths, None) {
-        edit::remove_server(&file, name)?;
-        return Err(anyhow::Error::new(e).context(format!("{name} was not added")));
-    }
+    let config = match edgar_host::trust::admit::load(paths, None) {
+        Ok(config) => config,
+        Err(e) => {
+            edit::remove_server(&file, name)?;
+            return Err(anyhow::Error::new(e).context(format!("{name} was not added")));
+        }
+    };
     println!("added {name} to {}", file.display());
-    // A path that is not there grants nothing (a typo shows up only as a denied start).
-    for (flag, path) in (sandbox.read.iter().map(|p| ("--read", p)))
-        .chain(sandbox.write.iter().map(|p| ("--write", p)))
+    // A path that is not there grants nothing (a typo shows up only as a denied start);
+    // checked as the config read it (`~/`, `${VAR}` and relative paths resolved).
+    if let Some(spec) = config.server(name)
+        && let edgar_host::config::Sandbox::On(profile) = &spec.sandbox
+        && !profile.implied
     {
-        // As the config reads it: `~/` is the home, a relative path the file's directory.
-        let at = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
-            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-            _ => file
-                .parent()
-                .map_or_else(|| PathBuf::from(path), |dir| dir.join(path)),
-        };
-        if !path.contains("${") && !at.exists() {
+        let named = (profile.read.iter().map(|p| ("--read", p)))
+            .chain(profile.write.iter().map(|p| ("--write", p)));
+        for (flag, path) in named.filter(|(_, p)| !p.exists()) {
             eprintln!(
                 "note: {flag} {} does not exist: it allows nothing until it does",
-                edgar_host::text::shown(path)
+                edgar_host::text::shown_up_to(&path.display().to_string(), 240)
             );
         }
     }
