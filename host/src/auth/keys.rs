@@ -186,11 +186,7 @@ impl Keys {
         check_provider_name(name)?;
         self.store.available().await?;
         self.store.write(&store_key(name), key).await?;
-        let mut names = self.stored().await?;
-        if !names.iter().any(|n| n == name) {
-            names.push(name.to_owned());
-            self.note_stored(&names).await?;
-        }
+        self.note(name, true).await;
         Ok(())
     }
 
@@ -200,11 +196,7 @@ impl Keys {
         check_provider_name(name)?;
         self.store.available().await?;
         self.store.erase(&store_key(name)).await?;
-        let mut names = self.stored().await?;
-        if names.iter().any(|n| n == name) {
-            names.retain(|n| n != name);
-            self.note_stored(&names).await?;
-        }
+        self.note(name, false).await;
         Ok(())
     }
 
@@ -226,15 +218,30 @@ impl Keys {
         Ok(names)
     }
 
-    async fn note_stored(&self, names: &[String]) -> Result<(), AuthError> {
-        if names.is_empty() {
-            return self.store.erase(STORED_NAMES).await;
+    /// Notes `name` as stored or not. The key itself is already stored or erased: a
+    /// list that cannot be kept costs only its listing, said as a warning.
+    async fn note(&self, name: &str, stored: bool) {
+        let noted = async {
+            let mut names = self.stored().await?;
+            if names.iter().any(|n| n == name) == stored {
+                return Ok(());
+            }
+            names.retain(|n| n != name);
+            if stored {
+                names.push(name.to_owned());
+                names.sort();
+            }
+            if names.is_empty() {
+                self.store.erase(STORED_NAMES).await
+            } else {
+                self.store
+                    .write(STORED_NAMES, &Secret::new(names.join("\n")))
+                    .await
+            }
+        };
+        if let Err(e) = noted.await {
+            tracing::warn!("the list of stored keys' names could not be updated: {e}");
         }
-        let mut sorted = names.to_vec();
-        sorted.sort();
-        self.store
-            .write(STORED_NAMES, &Secret::new(sorted.join("\n")))
-            .await
     }
 }
 
