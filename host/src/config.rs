@@ -13,6 +13,7 @@ mod parse;
 mod policy;
 pub mod project;
 mod spec;
+mod unknown;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -216,6 +217,9 @@ pub struct Configured {
     pub files: Vec<PathBuf>,
     /// The project directory (canonical where it can be resolved).
     pub project_dir: PathBuf,
+    /// Keys the files have that edgar does not read and that were probably meant for
+    /// one it does, each starting with its file (`unknown::notes`).
+    pub notes: Vec<String>,
 }
 
 /// Reads the user file, then the project file, judging nothing (see [`Configured`]).
@@ -230,6 +234,10 @@ pub fn read(paths: &ConfigPaths) -> Result<Configured, ConfigError> {
     {
         written.files.push(file.clone());
         let parsed = parse_document(file, &doc)?;
+        let at = file.display();
+        written
+            .notes
+            .extend(parsed.notes.iter().map(|n| format!("{at}: {n}")));
         for mut s in parsed.servers {
             if let (Some(a), AdapterSource::Builtin) = (&parsed.adapter, &s.adapter) {
                 s.adapter = a.clone();
@@ -239,7 +247,12 @@ pub fn read(paths: &ConfigPaths) -> Result<Configured, ConfigError> {
     }
     if let Some(doc) = read_project_file(&paths.project)? {
         written.files.push(paths.project.clone());
-        written.project = project_entries(&paths.project, &project_dir, &doc)?;
+        let (entries, notes) = project_entries(&paths.project, &project_dir, &doc)?;
+        written.project = entries;
+        let at = paths.project.display();
+        written
+            .notes
+            .extend(notes.iter().map(|n| format!("{at}: {n}")));
     }
     written.project_dir = project_dir;
     Ok(written)
@@ -256,12 +269,13 @@ impl Config {
 }
 
 /// The entries of a project file, unexpanded, each with the digest an approval of it
-/// must carry. Reads the adapter components they name (to bind their bytes).
+/// must carry, and the file's notes on keys edgar does not read. Reads the adapter
+/// components they name (to bind their bytes).
 fn project_entries(
     file: &Path,
     project_dir: &Path,
     doc: &Value,
-) -> Result<Vec<ProjectEntry>, ConfigError> {
+) -> Result<(Vec<ProjectEntry>, Vec<String>), ConfigError> {
     let document = Document::read(file, doc)?;
     let base = file.parent().unwrap_or(Path::new("."));
     let mut out = Vec::with_capacity(document.entries.len());
@@ -319,7 +333,7 @@ fn project_entries(
             digest,
         });
     }
-    Ok(out)
+    Ok((out, document.notes))
 }
 
 #[cfg(test)]

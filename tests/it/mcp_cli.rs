@@ -382,3 +382,38 @@ fn tool_filters_apply_without_rediscovery() {
         r.stdout
     );
 }
+
+/// A key edgar does not read is no error (a shared file holds other clients' keys), but a
+/// misspelled one, or another client's name for a filter edgar reads elsewhere, is said:
+/// ignored silently, `"sandox"` would run the server unconfined and `"excludeTools"`
+/// would offer the tools it meant to hide.
+#[test]
+fn a_misspelled_or_foreign_key_is_named_not_silently_ignored() {
+    let h = home();
+    user_config(
+        h.path(),
+        json!({"a": {"command": "/bin/true", "sandox": {"read": ["/srv"]}, "alwaysAllow": []}}),
+    );
+    std::fs::write(
+        h.path().join(".mcp.json"),
+        json!({"mcpServers": {"p": {"command": "/bin/true", "excludeTools": ["rm"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("a\tstdio"), "{}", r.stdout);
+    let user = h.path().join("config/edgar/mcp.json");
+    let expected = format!(
+        "{}: server 'a': key 'sandox' is ignored: edgar reads no such key; did you mean \"sandbox\"?",
+        user.display()
+    );
+    assert!(r.stderr.contains(&expected), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("server 'p': key 'excludeTools' is ignored: Gemini CLI's key; edgar reads \"disabled_tools\""),
+        "{}",
+        r.stderr
+    );
+    // Another client's own setting passes in silence.
+    assert!(!r.stderr.contains("alwaysAllow"), "{}", r.stderr);
+    assert_eq!(r.stderr.matches("is ignored").count(), 2, "{}", r.stderr);
+}

@@ -70,10 +70,12 @@ fn read_json(file: &Path, links: crate::paths::Links) -> Result<Option<Value>, C
         .map_err(|e| err(format!("not valid JSON: {e}")))
 }
 
-/// A config file's shape: its `schemaAdapter` and its enabled, well-named entries.
+/// A config file's shape: its `schemaAdapter`, its enabled, well-named entries, and
+/// what to say of keys edgar does not read ([`super::unknown::notes`]).
 pub(super) struct Document<'a> {
     pub(super) adapter: Option<PathBuf>,
     pub(super) entries: Vec<(&'a String, &'a Map<String, Value>)>,
+    pub(super) notes: Vec<String>,
 }
 
 impl<'a> Document<'a> {
@@ -118,13 +120,18 @@ impl<'a> Document<'a> {
                 entries.push((name, entry));
             }
         }
-        Ok(Document { adapter, entries })
+        Ok(Document {
+            adapter,
+            entries,
+            notes: super::unknown::notes(root),
+        })
     }
 }
 
 pub(super) struct Parsed {
     pub(super) servers: Vec<ServerSpec>,
     pub(super) adapter: Option<AdapterSource>,
+    pub(super) notes: Vec<String>,
 }
 
 pub(super) fn parse_document(file: &Path, doc: &Value) -> Result<Parsed, ConfigError> {
@@ -147,6 +154,7 @@ pub(super) fn parse_document(file: &Path, doc: &Value) -> Result<Parsed, ConfigE
     Ok(Parsed {
         servers,
         adapter: document.adapter.map(AdapterSource::File),
+        notes: document.notes,
     })
 }
 

@@ -21,6 +21,9 @@ pub fn load(paths: &ConfigPaths, default_command: Option<&Path>) -> Result<Confi
         None => None,
     };
     let written = config::read(paths)?;
+    for note in &written.notes {
+        tracing::warn!("{note}");
+    }
     let mut merged = written.user;
     let mut held = Vec::new();
     if !written.project.is_empty() {
