@@ -823,3 +823,50 @@ fn a_harness_sees_what_needs_approval() {
         matches!(spec.transport, edgar_host::config::Transport::Http { ref url, .. } if url == "https://example.com/mcp")
     );
 }
+
+/// A change to every tool at once (a new release, a switched adapter) is one warning
+/// naming the tools, not a line per tool; and `approve` shows each change as `diff -u`
+/// does, the old line before the new.
+#[test]
+fn many_tools_changed_at_once_are_one_warning_and_diffs_read_old_then_new() {
+    let h = home();
+    let tools_file = h.path().join("tools.json");
+    let tools = |suffix: &str| -> Value {
+        (0..5)
+            .map(|i| tool(&format!("t{i}"), &format!("Tool {i}.{suffix}"), text_prop()))
+            .collect()
+    };
+    write(&tools_file, &tools(""));
+    write(
+        &user_file(h.path()),
+        &json!({"mcpServers": {"rel": {"command": FAKE, "args": ["good"],
+            "env": {"FAKE_TOOLS": tools_file.display().to_string()}}}}),
+    );
+    let e = |args: &[&str]| edgar(h.path(), &[], args);
+    assert_eq!(e(&["mcp", "tools"]).stdout.lines().count(), 5);
+    write(&tools_file, &tools(" Now better."));
+    let refreshed = e(&["mcp", "tools", "--refresh"]);
+    assert_eq!(refreshed.stdout, "", "{}", refreshed.stderr);
+    let warnings: Vec<&str> = refreshed
+        .stderr
+        .lines()
+        .filter(|l| l.contains("quarantined"))
+        .map(|l| l.trim_start().trim_start_matches("WARN").trim_start())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "5 tools of rel quarantined (description changed): 't0', 't1', 't2', 't3', 't4'; review them with `edgar mcp approve rel`"
+        ],
+        "{}",
+        refreshed.stderr
+    );
+    let approve = e(&["mcp", "approve", "rel"]);
+    assert!(
+        approve
+            .stdout
+            .contains("    - Tool 0.\n    + Tool 0. Now better.\n"),
+        "{}",
+        approve.stdout
+    );
+}

@@ -389,12 +389,13 @@ fn diff(a: &[String], b: &[String]) -> Vec<String> {
             out.push(format!("  {}", a[i]));
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push(format!("+ {}", b[j]));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            // Removed before added where either would do, as `diff -u` and git show it.
             out.push(format!("- {}", a[i]));
             i += 1;
+        } else {
+            out.push(format!("+ {}", b[j]));
+            j += 1;
         }
     }
     out
@@ -416,7 +417,12 @@ mod tests {
     fn diff_marks_removed_added_and_kept_lines() {
         let a: Vec<String> = ["one", "two", "three"].map(String::from).to_vec();
         let b: Vec<String> = ["one", "2", "three", "four"].map(String::from).to_vec();
-        assert_eq!(diff(&a, &b), ["  one", "+ 2", "- two", "  three", "+ four"]);
+        assert_eq!(diff(&a, &b), ["  one", "- two", "+ 2", "  three", "+ four"]);
+        // A whole part replaced: the old lines first, then the new.
+        let (a, b) = (vec!["x".to_owned(), "y".to_owned()], vec!["z".to_owned()]);
+        assert_eq!(diff(&a, &b), ["- x", "- y", "+ z"]);
+        assert_eq!(diff(&[], &b), ["+ z"]);
+        assert_eq!(diff(&a, &[]), ["- x", "- y"]);
     }
 
     #[test]

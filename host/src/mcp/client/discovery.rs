@@ -160,20 +160,48 @@ pub(super) fn pin_tools(
             );
         }
         for q in &checked.newly_quarantined {
-            tracing::warn!(
-                server = spec.name,
-                "tool {} quarantined: {}; review it with `edgar mcp approve {}`",
-                shown(&q.tool),
-                q.change,
-                spec.name
-            );
             audit.note(
                 "quarantine",
                 json!({"server": spec.name, "tool": q.tool, "change": q.change}),
             );
         }
     }
+    warn_quarantined(&spec.name, &checked.newly_quarantined);
     Ok((checked.accepted, checked.quarantined))
+}
+
+/// Says which tools were newly quarantined: a line each for a few, one line for many (a
+/// changed adapter or a server's new release changes every tool at once).
+fn warn_quarantined(server: &str, newly: &[Quarantined]) {
+    const EACH_UP_TO: usize = 3;
+    const NAMED_UP_TO: usize = 8;
+    if newly.len() <= EACH_UP_TO {
+        for q in newly {
+            tracing::warn!(
+                "tool {} of {server} quarantined: {}; review it with `edgar mcp approve {server}`",
+                shown(&q.tool),
+                q.change,
+            );
+        }
+        return;
+    }
+    let mut changes: Vec<&str> = newly.iter().map(|q| q.change.as_str()).collect();
+    changes.sort_unstable();
+    changes.dedup();
+    let mut names: Vec<String> = newly
+        .iter()
+        .take(NAMED_UP_TO)
+        .map(|q| shown(&q.tool))
+        .collect();
+    if newly.len() > NAMED_UP_TO {
+        names.push(format!("and {} more", newly.len() - NAMED_UP_TO));
+    }
+    tracing::warn!(
+        "{} tools of {server} quarantined ({}): {}; review them with `edgar mcp approve {server}`",
+        newly.len(),
+        changes.join("; "),
+        names.join(", "),
+    );
 }
 
 /// What the guard made of a server's tools: those accepted, each with its scan when the
