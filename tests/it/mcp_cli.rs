@@ -417,3 +417,42 @@ fn a_misspelled_or_foreign_key_is_named_not_silently_ignored() {
     assert!(!r.stderr.contains("alwaysAllow"), "{}", r.stderr);
     assert_eq!(r.stderr.matches("is ignored").count(), 2, "{}", r.stderr);
 }
+
+/// A program that is not there is said when the server is added, not first at its start
+/// (the entry is still added: the program may be installed later).
+#[test]
+fn adding_a_server_whose_program_is_not_found_says_so() {
+    let h = home();
+    let add = |args: &[&str]| run(EDGAR, h.path(), &[&["mcp", "add"][..], args].concat(), b"");
+    let r = add(&["typo", "--", "no-such-program-for-edgar-tests", "--stdio"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("note: 'no-such-program-for-edgar-tests' was not found (no executable file of that name is on PATH): typo will not start until it is"),
+        "{}",
+        r.stderr
+    );
+    let r = add(&["rel", "--", "./server.js"]);
+    assert!(
+        r.stderr.contains(
+            "(a relative path, and a server without a cwd runs in a private empty directory)"
+        ),
+        "{}",
+        r.stderr
+    );
+    let r = add(&["gone", "--", "/nonexistent/edgar/server"]);
+    assert!(
+        r.stderr.contains("(no executable file is at that path)"),
+        "{}",
+        r.stderr
+    );
+    for found in [
+        &["ok", "--", "sh", "-c", "true"][..],
+        &["abs", "--", "/bin/true"],
+    ] {
+        let r = add(found);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(!r.stderr.contains("was not found"), "{}", r.stderr);
+    }
+    let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
+    assert_eq!(r.stdout.lines().count(), 5, "{}", r.stdout);
+}

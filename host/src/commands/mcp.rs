@@ -4,7 +4,7 @@
 //! 2 a usage error; 3 the tool ran but reported an error (`isError`).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -537,6 +537,34 @@ fn add(
             eprintln!(
                 "note: {flag} {} does not exist: it allows nothing until it does",
                 edgar_host::text::shown_up_to(&path.display().to_string(), 240)
+            );
+        }
+    }
+    // A misspelled program shows up only at the first start: said now.
+    if let Some(edgar_host::config::Transport::Stdio {
+        command, env, cwd, ..
+    }) = config.server(name).map(|s| &s.transport)
+    {
+        let path = env
+            .get("PATH")
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"));
+        if edgar_host::trust::policy::resolve_program(command, path.as_deref(), cwd.as_deref())
+            .is_none()
+        {
+            let hint = match (command.contains('/'), cwd.is_some()) {
+                (false, _) => "no executable file of that name is on PATH",
+                (true, _) if Path::new(command).is_absolute() => {
+                    "no executable file is at that path"
+                }
+                (true, true) => "no executable file is at that path from its cwd",
+                (true, false) => {
+                    "a relative path, and a server without a cwd runs in a private empty directory"
+                }
+            };
+            eprintln!(
+                "note: {} was not found ({hint}): {name} will not start until it is",
+                edgar_host::text::shown_up_to(command, 240)
             );
         }
     }
