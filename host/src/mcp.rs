@@ -116,12 +116,15 @@ pub enum McpError {
     /// The administrator's policy forbids this server, tool or result.
     #[error("MCP server '{server}' is blocked by policy: {rule}")]
     Blocked { server: String, rule: String },
-    /// The tool differs from what was pinned (or is new) and waits for a human.
+    /// The tool (or prompt, as `kind` says) differs from what was pinned (or is new) and
+    /// waits for a human. `tool` is its name as the server gave it.
     #[error(
-        "tool {tool} of MCP server '{server}' is quarantined ({change} since it was pinned): review it with `edgar mcp approve {server}`"
+        "{kind} {} of MCP server '{server}' is quarantined ({change} since it was pinned): review it with `edgar mcp approve {server}`",
+        crate::text::shown(tool)
     )]
     Quarantined {
         server: String,
+        kind: &'static str,
         tool: String,
         change: String,
     },

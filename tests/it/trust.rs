@@ -501,7 +501,7 @@ async fn a_list_changed_mid_session_quarantines_the_changed_tool() {
     assert_eq!(q.len(), 1, "{q:?}");
     assert_eq!(q[0].change, "description changed");
     match session.call("live__echo", json!({"text": "after"})).await {
-        Err(McpError::Quarantined { tool, .. }) => assert_eq!(tool, "'echo'"),
+        Err(McpError::Quarantined { tool, .. }) => assert_eq!(tool, "echo"),
         other => panic!("expected a quarantine, got {other:?}"),
     }
     let names = session.tool_names().await.0;
@@ -868,5 +868,25 @@ fn many_tools_changed_at_once_are_one_warning_and_diffs_read_old_then_new() {
             .contains("    - Tool 0.\n    + Tool 0. Now better.\n"),
         "{}",
         approve.stdout
+    );
+    // A refused call's audit line names the quarantined tool.
+    let call = e(&["mcp", "call", "rel__t3", r#"{"text": "x"}"#]);
+    assert_eq!(call.code, Some(1), "{}", call.stderr);
+    let tail = e(&["audit", "tail", "-n", "1", "--json"]);
+    let line: Value = serde_json::from_str(tail.stdout.trim()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (
+            &line["event"],
+            &line["server"],
+            &line["tool"],
+            &line["error"]
+        ),
+        (
+            &json!("call"),
+            &json!("rel"),
+            &json!("t3"),
+            &json!("quarantined")
+        ),
+        "{line}"
     );
 }

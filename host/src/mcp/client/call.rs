@@ -119,6 +119,12 @@ impl SessionInner {
             Ok(found) => found,
             Err(e) => {
                 record.server = e.server().unwrap_or_default().to_owned();
+                if let McpError::Quarantined {
+                    kind: "tool", tool, ..
+                } = &e
+                {
+                    record.tool = tool.clone();
+                }
                 return Err((e, record));
             }
         };
@@ -351,7 +357,8 @@ impl SessionInner {
             {
                 return McpError::Quarantined {
                     server: s.spec.name.clone(),
-                    tool: shown(&q.tool),
+                    kind: "tool",
+                    tool: q.tool.clone(),
                     change: q.change.clone(),
                 };
             }

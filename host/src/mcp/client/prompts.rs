@@ -201,7 +201,8 @@ impl SessionInner {
         if let Some(q) = held.iter().find(|q| q.name == name) {
             return Err(McpError::Quarantined {
                 server: server.to_owned(),
-                tool: format!("prompt {}", shown(name)),
+                kind: "prompt",
+                tool: name.to_owned(),
                 change: q.change.clone(),
             });
         }
