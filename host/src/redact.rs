@@ -94,6 +94,26 @@ pub fn args(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Free text (a server's stderr line) with every URL in it masked as [`url`] masks one:
+/// a URL runs from its scheme to the next space, quote or angle bracket.
+pub fn urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |i| i + 1);
+        let end = rest[at..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
+            .map_or(rest.len(), |i| at + i);
+        out.push_str(&rest[..scheme]);
+        out.push_str(&url(&rest[scheme..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A URL with its password and its credential-named query values masked; anything
 /// else (not a URL, or nothing to mask) as it is.
 pub fn url(s: &str) -> String {
@@ -199,6 +219,28 @@ mod tests {
         ];
         for (given, want) in cases {
             assert_eq!(url(given), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn every_url_in_free_text_is_masked_and_the_rest_kept_exactly() {
+        let cases = [
+            (
+                "retry 2: postgres://a:pw1@db/x failed, then \"https://u:pw2@h.example/p?token=t\" and <redis://:pw3@cache:6379>",
+                "retry 2: postgres://a:***@db/x failed, then \"https://u:***@h.example/p?token=***\" and <redis://:***@cache:6379>",
+            ),
+            (
+                "a://b c:// ://x:y@z plain://host/ é https://u:v@w",
+                "a://b c:// ://x:***@z plain://host/ é https://u:***@w",
+            ),
+            (
+                "no address here; ünïcödé kept",
+                "no address here; ünïcödé kept",
+            ),
+            ("", ""),
+        ];
+        for (given, want) in cases {
+            assert_eq!(urls_in(given), want, "{given}");
         }
     }
 

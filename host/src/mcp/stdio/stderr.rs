@@ -48,7 +48,7 @@ impl StderrTail {
 
     /// `line` with the credentials it holds masked.
     fn masked(&self, line: &str) -> String {
-        let mut line = crate::redact::url(line);
+        let mut line = crate::redact::urls_in(line);
         for s in &self.secrets {
             if line.contains(s.as_str()) {
                 line = line.replace(s.as_str(), crate::redact::MASK);
@@ -102,7 +102,7 @@ pub(crate) async fn drain_stderr(
         written: 0,
     };
     let mut buf = vec![0u8; 8 << 10];
-    let mut partial = String::new();
+    let mut lines = Lines::default();
     let mut take = |line: &str, end: &str| {
         let line = tail.masked(line);
         log.write(&line, end);
@@ -113,21 +113,93 @@ pub(crate) async fn drain_stderr(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-        while let Some(i) = partial.find('\n') {
-            take(&partial[..i], "\n");
-            partial.drain(..=i);
-        }
-        if partial.len() > STDERR_TAIL_BYTES {
-            // A line that never ends (a progress bar) is taken in pieces.
-            take(&partial, "");
-            partial.clear();
-        }
+        lines.feed(&buf[..n], &tail.secrets, &mut take);
     }
-    if !partial.is_empty() {
-        take(&partial, "");
-    }
+    lines.finish(&mut take);
     tracing::debug!(server, "stderr closed");
+}
+
+/// The longest run of non-space bytes held back from a piece of a line that never ends,
+/// so a URL or token still being written is masked whole in the next piece.
+const HELD_TOKEN_BYTES: usize = 1 << 10;
+
+/// Stderr's bytes cut into lines, whatever the pieces the reads return: a character is
+/// decoded whole, and a line too long to wait for its end (a progress bar) is taken in
+/// pieces cut where no credential can straddle the cut.
+#[derive(Default)]
+struct Lines {
+    partial: Vec<u8>,
+}
+
+impl Lines {
+    /// Takes every line `bytes` completes (with its `"\n"`), and a piece of a line grown
+    /// past [`STDERR_TAIL_BYTES`] (with `""`).
+    fn feed(&mut self, bytes: &[u8], secrets: &[String], take: &mut impl FnMut(&str, &str)) {
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(i) = self.partial[start..].iter().position(|&b| b == b'\n') {
+            take(
+                &String::from_utf8_lossy(&self.partial[start..start + i]),
+                "\n",
+            );
+            start += i + 1;
+        }
+        self.partial.drain(..start);
+        while self.partial.len() > STDERR_TAIL_BYTES {
+            let cut = piece_end(&self.partial, secrets);
+            take(&String::from_utf8_lossy(&self.partial[..cut]), "");
+            self.partial.drain(..cut);
+        }
+    }
+
+    /// Takes what is left once stderr closed.
+    fn finish(&mut self, take: &mut impl FnMut(&str, &str)) {
+        if !self.partial.is_empty() {
+            take(&String::from_utf8_lossy(&self.partial), "");
+            self.partial.clear();
+        }
+    }
+}
+
+/// Where to end a piece of the unfinished line `bytes`: before its last run of non-space
+/// bytes when that is short (a URL is masked only whole), else early enough that no
+/// secret can begin before the cut and end after it; never inside a character. Always
+/// past 0, so every piece moves on.
+fn piece_end(bytes: &[u8], secrets: &[String]) -> usize {
+    let token = bytes
+        .iter()
+        .rposition(u8::is_ascii_whitespace)
+        .map_or(0, |i| i + 1);
+    let mut cut = if token > 0 && bytes.len() - token <= HELD_TOKEN_BYTES {
+        token
+    } else {
+        let longest = secrets.iter().map(String::len).max().unwrap_or(0);
+        bytes.len() - longest.saturating_sub(1).min(bytes.len() / 2)
+    };
+    // A secret that starts before the cut and would end after it goes to the next piece,
+    // and so does a character the cut would split; until neither moves the cut.
+    loop {
+        let before = cut;
+        for s in secrets.iter().map(String::as_bytes) {
+            let from = cut.saturating_sub(s.len() - 1);
+            // Any match from `from` on ends after the cut: it straddles if it starts before.
+            if let Some(at) = bytes[from..]
+                .windows(s.len())
+                .position(|w| w == s)
+                .map(|i| from + i)
+                .filter(|&at| at < cut)
+            {
+                cut = at;
+            }
+        }
+        while cut > 0 && cut < bytes.len() && (bytes[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        if cut == before {
+            break;
+        }
+    }
+    if cut == 0 { bytes.len() } else { cut }
 }
 
 /// The server's log file, cut at [`MAX_LOG_BYTES`].
@@ -174,6 +246,71 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything `Lines` takes from `bytes` read `step` bytes at a time, each piece
+    /// masked as the drain masks it, joined.
+    fn drained(tail: &StderrTail, bytes: &[u8], step: usize) -> String {
+        let mut out = String::new();
+        let mut take = |line: &str, end: &str| {
+            out.push_str(&tail.masked(line));
+            out.push_str(end);
+        };
+        let mut lines = Lines::default();
+        for chunk in bytes.chunks(step) {
+            lines.feed(chunk, &tail.secrets, &mut take);
+        }
+        lines.finish(&mut take);
+        out
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_masked_whatever_the_reads_return() {
+        let env: std::collections::BTreeMap<String, String> = [(
+            "SERVICE_TOKEN".to_owned(),
+            "tok_0123456789abcdef".to_owned(),
+        )]
+        .into();
+        let tail = StderrTail::hiding(&env);
+        // A progress line of 12 KB, no newline: the token, a URL's password and a
+        // two-byte character at many offsets, so some straddle any piece boundary.
+        let mut line = String::new();
+        let mut n = 0;
+        while line.len() < 12_000 {
+            line.push_str(&"x".repeat(n % 37));
+            line.push_str(match n % 3 {
+                0 => "tok_0123456789abcdef",
+                1 => " https://u:hunter22@h.example/p ",
+                _ => "é",
+            });
+            n += 1;
+        }
+        for step in [1, 7, 64, 1000, 4095, 4096, 4097, 8192, 20_000] {
+            let out = drained(&tail, line.as_bytes(), step);
+            assert!(!out.contains("tok_0123456789abcdef"), "step {step}");
+            assert!(!out.contains("hunter22"), "step {step}");
+            assert!(
+                !out.contains('\u{fffd}'),
+                "step {step}: a character was split"
+            );
+            assert_eq!(
+                out.matches('é').count(),
+                line.matches('é').count(),
+                "step {step}"
+            );
+            // Nothing else is lost: the same text with every credential masked.
+            let expected = tail.masked(&line);
+            assert_eq!(out.replace('\n', ""), expected, "step {step}");
+        }
+    }
+
+    #[test]
+    fn lines_are_cut_at_newlines_and_a_character_split_by_a_read_survives() {
+        let tail = StderrTail::default();
+        let text = "première ligne\nzweite Zeile ü\nlast";
+        for step in 1..=text.len() {
+            assert_eq!(drained(&tail, text.as_bytes(), step), text, "step {step}");
+        }
+    }
 
     #[test]
     fn credentials_it_was_given_are_masked_and_the_rest_kept() {
