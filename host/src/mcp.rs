@@ -42,9 +42,10 @@ pub enum McpError {
     NotOffered { server: String, what: String },
     #[error("MCP server '{server}' could not start: {reason}")]
     Start { server: String, reason: String },
-    /// The server failed earlier in this session and stays failed until reset.
+    /// The server failed earlier (in this session, or in another process within
+    /// `FAILURE_COOLDOWN`) and stays failed until reset.
     #[error(
-        "MCP server '{server}' failed earlier in this session: {reason} (reset it with `edgar mcp reset {server}`)"
+        "MCP server '{server}' failed earlier: {reason}; reset it with `edgar mcp reset {server}`"
     )]
     Failed { server: String, reason: String },
     /// The server wants a (better) token; `challenge` is what its `WWW-Authenticate` said.

@@ -262,3 +262,27 @@ fn an_empty_catalog_says_so() {
         r.stdout
     );
 }
+
+/// An empty query is answered with what to ask instead, before anything is started or
+/// embedded for it: a server that leaves a marker when started leaves none.
+#[test]
+fn an_empty_query_starts_and_embeds_nothing() {
+    let h = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let marker = h.path().join("started");
+    edgar_tests::user_config(
+        h.path(),
+        json!({"fake": {"command": FAKE, "args": ["good"],
+                        "env": {"FAKE_MARKER": marker.display().to_string()}}}),
+    );
+    for query in ["", "   ", "\t\n"] {
+        let r = run(EDGAR, h.path(), &["tool-search", query], b"");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(r.stdout.starts_with("The query is empty"), "{}", r.stdout);
+        assert!(!r.stderr.contains("embedding"), "{}", r.stderr);
+        assert!(!marker.exists(), "{query:?} started the server");
+    }
+    // The same home does start it for a real query (the marker is what it leaves).
+    let r = run(EDGAR, h.path(), &["tool-search", "echo"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(marker.exists(), "{}", r.stderr);
+}

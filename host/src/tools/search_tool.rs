@@ -361,6 +361,18 @@ impl ToolSearch {
         scope: &Scope<'_>,
     ) -> SearchReply {
         let (user, allowed) = (scope.user, scope.allowed);
+        // Nothing to look for: no server is started and nothing is embedded for it.
+        if query.trim().is_empty() {
+            let found = found_text("", query, &[], &[], &[], 0, self.reserve);
+            return SearchReply {
+                query: query.to_owned(),
+                found,
+                tools: Vec::new(),
+                not_fitted: Vec::new(),
+                unavailable: Vec::new(),
+                reserve: self.reserve,
+            };
+        }
         // The query is embedded (the encoder loaded first, once per process) on a
         // blocking thread while the catalog's index is made ready here: on two cores
         // the one waits for the other no longer than the longer of the two.

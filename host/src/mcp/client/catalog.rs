@@ -421,7 +421,7 @@ impl SessionInner {
         }
         Some(McpError::Failed {
             reason: format!(
-                "{} ({} ago; not started again for {}, unless named or reset with `edgar mcp reset {name}`)",
+                "{}, {} ago; not started again for {} unless named",
                 f.reason,
                 crate::text::duration(age),
                 crate::text::duration(left)
