@@ -59,8 +59,8 @@ const IDENTITY_KEYS: &[&str] = &[
     "id_token_command",
 ];
 
-/// Other clients' names for what edgar reads under another key, or not at all.
-const FOREIGN: &[(&str, &str)] = &[
+/// Other clients' names for a file's list of servers.
+const FILE_FOREIGN: &[(&str, &str)] = &[
     (
         "servers",
         "VS Code's key; edgar reads servers from \"mcpServers\"",
@@ -73,6 +73,11 @@ const FOREIGN: &[(&str, &str)] = &[
         "context_servers",
         "Zed's key; edgar reads servers from \"mcpServers\"",
     ),
+];
+
+/// Other clients' names, in a server entry, for what edgar reads under another key or
+/// not at all.
+const ENTRY_FOREIGN: &[(&str, &str)] = &[
     (
         "includeTools",
         "Gemini CLI's key; edgar reads \"enabled_tools\"",
@@ -99,32 +104,41 @@ const FOREIGN: &[(&str, &str)] = &[
 /// elsewhere. Any other unknown key (another client's own setting) passes in silence.
 pub(super) fn notes(root: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
-    note_keys(root, FILE_KEYS, "", &mut out);
+    note_keys(root, (FILE_KEYS, FILE_FOREIGN), "", &mut out);
     let servers = root.get("mcpServers").and_then(Value::as_object);
     for (name, entry) in servers.into_iter().flatten() {
         let Some(entry) = entry.as_object() else {
             continue;
         };
         let at = format!("server {}: ", crate::text::shown(name));
-        note_keys(entry, ENTRY_KEYS, &at, &mut out);
+        note_keys(entry, (ENTRY_KEYS, ENTRY_FOREIGN), &at, &mut out);
         if let Some(oauth) = entry.get("oauth").and_then(Value::as_object) {
-            note_keys(oauth, OAUTH_KEYS, &format!("{at}\"oauth\": "), &mut out);
+            let oauth_at = format!("{at}\"oauth\": ");
+            note_keys(oauth, (OAUTH_KEYS, &[]), &oauth_at, &mut out);
             if let Some(identity) = oauth.get("identity").and_then(Value::as_object) {
                 let at = format!("{at}\"oauth\".\"identity\": ");
-                note_keys(identity, IDENTITY_KEYS, &at, &mut out);
+                note_keys(identity, (IDENTITY_KEYS, &[]), &at, &mut out);
             }
         }
     }
     out
 }
 
-fn note_keys(object: &Map<String, Value>, known: &[&str], at: &str, out: &mut Vec<String>) {
+/// The keys edgar reads at one level, and other clients' keys there worth a word.
+type Level<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+
+fn note_keys(
+    object: &Map<String, Value>,
+    (known, foreign): Level,
+    at: &str,
+    out: &mut Vec<String>,
+) {
     for key in object.keys() {
         if known.contains(&key.as_str()) {
             continue;
         }
         let shown = crate::text::shown(key);
-        if let Some((_, what)) = FOREIGN.iter().find(|(k, _)| k == key) {
+        if let Some((_, what)) = foreign.iter().find(|(k, _)| k == key) {
             out.push(format!("{at}key {shown} is ignored: {what}"));
         } else if let Some(meant) = likely_meant(key, known) {
             out.push(format!(
@@ -219,6 +233,7 @@ mod tests {
     fn known_and_unrelated_keys_pass_in_silence() {
         let got = notes_of(json!({
             "$schema": "x",
+            "timeout": 5,
             "mcpServers": {
                 "a": {
                     "command": "x", "args": [], "env": {}, "sandbox": {"read": []},
