@@ -74,14 +74,23 @@ impl StderrTail {
         }
     }
 
-    /// The tail for an error message: `"; stderr: ..."` or empty.
+    /// The tail for an error message: `"; last stderr: ..."` or empty. A stack trace's
+    /// frames (`    at f (file:1:2)`, as Node and the JVM print them) are left out and
+    /// counted: the message they follow says what went wrong, and the log file keeps them.
     pub(crate) fn suffix(&self) -> String {
         let q = lock(&self.lines);
-        let lines: Vec<String> = q
+        let said: Vec<&String> = q.iter().filter(|l| !l.trim().is_empty()).collect();
+        let frame =
+            |l: &str| l.starts_with(char::is_whitespace) && l.trim_start().starts_with("at ");
+        let frames = said.iter().filter(|l| frame(l)).count();
+        let mut lines: Vec<String> = said
             .iter()
-            .filter(|l| !l.trim().is_empty())
+            .filter(|l| frames == said.len() || !frame(l))
             .map(|l| crate::text::shown_up_to(l.trim_end(), STDERR_LINE_SHOWN))
             .collect();
+        if frames > 0 && frames < said.len() {
+            lines.push(format!("({frames} stack frames left out)"));
+        }
         if lines.is_empty() {
             String::new()
         } else {
@@ -301,6 +310,36 @@ mod tests {
             let expected = tail.masked(&line);
             assert_eq!(out.replace('\n', ""), expected, "step {step}");
         }
+    }
+
+    #[test]
+    fn a_stack_traces_frames_are_left_out_of_the_message_and_counted() {
+        let tail = StderrTail::default();
+        for line in [
+            "node:internal/modules/esm/resolve:283",
+            "Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/x/sdk/server/mcp.js'",
+            "    at finalizeResolution (node:internal/modules/esm/resolve:283:11)",
+            "    at moduleResolve (node:internal/modules/esm/resolve:952:10)",
+            "  code: 'ERR_MODULE_NOT_FOUND',",
+            "Node.js v20.20.2",
+        ] {
+            tail.push_line(line);
+        }
+        assert_eq!(
+            tail.suffix(),
+            r"; last stderr: 'node:internal/modules/esm/resolve:283' / 'Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/x/sdk/server/mcp.js'' / '  code: 'ERR_MODULE_NOT_FOUND',' / 'Node.js v20.20.2' / (2 stack frames left out)"
+        );
+        // Lines that only look like frames stay: no indent, or nothing but frames.
+        let tail = StderrTail::default();
+        tail.push_line("at startup: config missing");
+        assert_eq!(tail.suffix(), "; last stderr: 'at startup: config missing'");
+        tail.push_line("    at main (index.js:1:1)");
+        let only_frames = StderrTail::default();
+        only_frames.push_line("    at main (index.js:1:1)");
+        assert_eq!(
+            only_frames.suffix(),
+            "; last stderr: '    at main (index.js:1:1)'"
+        );
     }
 
     #[test]
