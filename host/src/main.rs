@@ -49,9 +49,10 @@ fn quiet_on_broken_pipe() {
     }));
 }
 
-/// Logs go to stderr, filtered by `EDGAR_LOG` (default: warnings), coloured only on a
-/// terminal and never with `NO_COLOR` set. A warning is one line a person reads, without
-/// a timestamp; with `EDGAR_LOG` set (someone is tracing) each line has one.
+/// Logs go to stderr, filtered by `EDGAR_LOG` (default: warnings). A warning is one line
+/// a person reads, `edgar: warning: ...` like edgar's errors; with `EDGAR_LOG` set
+/// (someone is tracing) each line has its time and level, coloured only on a terminal
+/// and never with `NO_COLOR` set.
 fn init_logging() {
     use std::io::IsTerminal;
     let colour = std::io::stderr().is_terminal()
@@ -66,6 +67,33 @@ fn init_logging() {
     if tracing {
         logs.init();
     } else {
-        logs.without_time().init();
+        logs.event_format(Plain).init();
+    }
+}
+
+/// A log line as edgar's own messages read: `edgar: warning: what happened key=value`.
+struct Plain;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Plain
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(writer, "edgar: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
     }
 }

@@ -180,7 +180,7 @@ fn logs_off_a_terminal_have_no_colour_and_a_failure_is_said_once() {
     );
     let r = run(EDGAR, h.path(), &["mcp", "tools", "names"], b"");
     assert!(
-        r.stderr.contains("WARN"),
+        r.stderr.contains("edgar: warning: "),
         "a warning is expected here: {}",
         r.stderr
     );

@@ -851,7 +851,7 @@ fn many_tools_changed_at_once_are_one_warning_and_diffs_read_old_then_new() {
         .stderr
         .lines()
         .filter(|l| l.contains("quarantined"))
-        .map(|l| l.trim_start().trim_start_matches("WARN").trim_start())
+        .map(|l| l.trim_start_matches("edgar: warning: "))
         .collect();
     assert_eq!(
         warnings,
