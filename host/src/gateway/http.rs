@@ -102,13 +102,7 @@ impl Secret {
     }
 
     fn admits(&self, headers: &HeaderMap) -> bool {
-        let Some(given) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-        else {
+        let Some(given) = bearer(headers) else {
             return false;
         };
         let (given, want) = (given.as_bytes(), self.0.as_bytes());
@@ -373,10 +367,7 @@ impl Front {
         let caller = match &self.auth {
             Auth::Secret(secret) => {
                 if !secret.admits(headers) {
-                    let mut r = refused(StatusCode::UNAUTHORIZED, "a bearer token is required");
-                    r.headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                    return r;
+                    return secret_refused(headers);
                 }
                 Caller::Local
             }
@@ -685,6 +676,34 @@ impl Front {
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
+/// The token of an `Authorization: Bearer ...` header, if the request has one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+}
+
+/// A one-person gateway's request without its secret: 401, and whether a token was
+/// missing or wrong (RFC 6750's `invalid_token`), so a client's user knows which to fix.
+fn secret_refused(headers: &HeaderMap) -> Reply {
+    let (text, challenge) = match bearer(headers) {
+        None => ("a bearer token is required", "Bearer"),
+        Some(_) => (
+            "the bearer token is not this gateway's (it printed its token when it started, or it is EDGAR_SERVE_TOKEN)",
+            "Bearer error=\"invalid_token\"",
+        ),
+    };
+    let mut r = refused(StatusCode::UNAUTHORIZED, text);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    r
+}
+
 /// A team client's token refused: 401 (or 403 for a missing scope, 503 when the
 /// identity provider's keys cannot be had) with the challenge that tells the client
 /// where to sign in. The reason is logged, never the token.
@@ -768,6 +787,29 @@ mod tests {
         }
         assert_eq!(format!("{s:?}"), "Secret(..)");
         assert!(Secret::from_env("short".into()).is_none());
+    }
+
+    #[test]
+    fn a_missing_secret_and_a_wrong_one_are_told_apart() {
+        let challenge = |value: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = value {
+                h.insert(header::AUTHORIZATION, HeaderValue::from_static(v));
+            }
+            let r = secret_refused(&h);
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+            r.headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(challenge(None), "Bearer");
+        assert_eq!(challenge(Some("Basic dXNlcjpwdw==")), "Bearer");
+        assert_eq!(
+            challenge(Some("Bearer not-the-secret")),
+            "Bearer error=\"invalid_token\""
+        );
     }
 
     #[test]
