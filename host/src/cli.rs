@@ -360,6 +360,8 @@ pub enum ClientKind {
     Codex,
     Cursor,
     Gemini,
+    /// VS Code (Copilot's agent mode).
+    Vscode,
 }
 
 /// A stdio server's `"sandbox"`, from `edgar mcp add`'s flags.

@@ -428,9 +428,10 @@ fn snippet(client: ClientKind, exe: &str) -> String {
     let pretty = serde_json::to_string_pretty(&servers).unwrap_or_default();
     // A JSON string is a valid TOML basic string.
     let quoted = serde_json::to_string(exe).unwrap_or_default();
+    let word = super::trust::quote(exe);
     match client {
         ClientKind::Claude => format!(
-            "# Claude Code: run\nclaude mcp add --scope user edgar -- {quoted} mcp serve\n\
+            "# Claude Code: run\nclaude mcp add --scope user edgar -- {word} mcp serve\n\
              # or put this in a project's .mcp.json:\n{pretty}\n"
         ),
         ClientKind::Codex => format!(
@@ -444,6 +445,19 @@ fn snippet(client: ClientKind, exe: &str) -> String {
         }
         ClientKind::Gemini => {
             format!("// Gemini CLI: merge into ~/.gemini/settings.json\n{pretty}\n")
+        }
+        ClientKind::Vscode => {
+            let mut entry = entry;
+            entry["type"] = json!("stdio");
+            let servers = json!({"servers": {"edgar": entry}});
+            let pretty = serde_json::to_string_pretty(&servers).unwrap_or_default();
+            let mut add = entry;
+            add["name"] = json!("edgar");
+            let add = super::trust::quote(&add.to_string());
+            format!(
+                "# VS Code: run\ncode --add-mcp {add}\n\
+                 # or merge into a workspace's .vscode/mcp.json:\n{pretty}\n"
+            )
         }
     }
 }
@@ -459,6 +473,7 @@ mod tests {
             ClientKind::Codex,
             ClientKind::Cursor,
             ClientKind::Gemini,
+            ClientKind::Vscode,
         ] {
             let text = snippet(client, "/opt/my \"edgar\"/edgar");
             assert!(
@@ -467,6 +482,19 @@ mod tests {
             );
             assert!(text.contains("serve"), "{client:?}: {text}");
         }
+        // A command line quotes for the shell: `$` and backticks are not expanded.
+        let claude = snippet(ClientKind::Claude, "/opt/$HOME`x`/edgar");
+        assert!(
+            claude
+                .contains("claude mcp add --scope user edgar -- '/opt/$HOME`x`/edgar' mcp serve\n"),
+            "{claude}"
+        );
+        let vscode = snippet(ClientKind::Vscode, "/usr/bin/edgar");
+        assert!(
+            vscode.contains(r#"code --add-mcp '{"command":"/usr/bin/edgar","args":["mcp","serve"],"type":"stdio","name":"edgar"}'"#),
+            "{vscode}"
+        );
+        assert!(vscode.contains(r#""servers": {"#), "{vscode}");
         let codex = snippet(ClientKind::Codex, "/usr/bin/edgar");
         assert!(codex.contains(
             "[mcp_servers.edgar]\ncommand = \"/usr/bin/edgar\"\nargs = [\"mcp\", \"serve\"]"

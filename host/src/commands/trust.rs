@@ -20,6 +20,7 @@ use super::context::{audit, audit_log, confirm, runtime, session};
 
 mod describe;
 
+pub(super) use describe::quote;
 use describe::{
     describe_entry, describe_pending, describe_pending_prompts, escaped, pending_change, short,
     target_line,

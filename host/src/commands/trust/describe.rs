@@ -246,7 +246,7 @@ pub(super) fn escaped(s: &str) -> String {
 
 /// A shell word as a human would read it: single-quoted when it holds anything but plain
 /// characters.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
