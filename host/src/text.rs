@@ -95,6 +95,11 @@ pub fn shown_message(s: &str) -> String {
     out
 }
 
+/// `n` of a thing, its name plural unless there is one: `1 server`, `2 files`.
+pub fn counted(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 /// A span of seconds as a person reads it: `45 s`, `12 min`, `5 h`, `3 days`.
 pub fn duration(s: u64) -> String {
     match s {
@@ -154,6 +159,13 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        assert_eq!(counted(1, "file"), "1 file");
+        assert_eq!(counted(0, "file"), "0 files");
+        assert_eq!(counted(2, "server"), "2 servers");
+    }
 
     #[test]
     fn invisible_reordering_characters_are_escaped() {

@@ -577,8 +577,9 @@ fn to_text(report: &Report<'_>) -> String {
     let [low, medium, high] = counts(report);
     let _ = writeln!(
         out,
-        "{} files, {servers} servers: {high} high, {medium} medium, {low} low",
-        report.len()
+        "{}, {}: {high} high, {medium} medium, {low} low",
+        text::counted(report.len(), "file"),
+        text::counted(servers, "server"),
     );
     out
 }

@@ -404,7 +404,7 @@ pub fn lock(config: &Config, cwd: &std::path::Path) -> anyhow::Result<ExitCode> 
 
 /// What a lock pins, in words: "1 server, 9 tools".
 fn pinned(lock: &pins::LockFile) -> String {
-    let counted = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    use edgar_host::text::counted;
     format!(
         "{}, {}",
         counted(lock.servers.len(), "server"),
