@@ -456,3 +456,41 @@ fn adding_a_server_whose_program_is_not_found_says_so() {
     let r = run(EDGAR, h.path(), &["mcp", "list"], b"");
     assert_eq!(r.stdout.lines().count(), 5, "{}", r.stdout);
 }
+
+/// A token written where no name says it is one (a bare argument, a URL's path) is
+/// masked by `mcp get` when the guard's secret rules know its shape, as `mcp scan`
+/// masks it; everything else is shown as written.
+#[test]
+fn get_masks_a_bare_token_the_secret_rules_know() {
+    let h = home();
+    let pat = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let slack = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx";
+    user_config(
+        h.path(),
+        json!({
+            "bare": {"command": "/bin/true", "args": [pat, "--mode", "plain-arg"]},
+            "web": {"url": format!("https://h.example/mcp/{slack}")},
+        }),
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "get", "bare"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains(pat), "{}", r.stdout);
+    assert_eq!(
+        r.json()["args"],
+        json!([
+            "[masked by edgar: github-pat (gitleaks)]",
+            "--mode",
+            "plain-arg"
+        ])
+    );
+    let r = run(EDGAR, h.path(), &["mcp", "get", "web"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains(slack), "{}", r.stdout);
+    assert!(
+        r.json()["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://h.example/mcp/[masked by edgar: ")),
+        "{}",
+        r.stdout
+    );
+}

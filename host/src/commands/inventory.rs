@@ -270,6 +270,42 @@ fn unique_name(name: &str, taken: &mut std::collections::HashSet<String>) -> Str
     candidate
 }
 
+/// `values` (a server's arguments, its URL) with what the guard's secret rules find in
+/// them masked: a token written where no name says it is one (`mcp get`'s bare
+/// argument). The built-in adapter's rules, as `mcp scan` runs them.
+pub(super) fn secrets_masked(server: &str, values: &[String]) -> anyhow::Result<Vec<String>> {
+    if values.is_empty() {
+        return Ok(Vec::new());
+    }
+    let guard = Guard::new(paths::cache_dir());
+    let adapter = guard
+        .adapter(&AdapterSource::Builtin)
+        .context("the guard's secret rules could not load, so nothing is shown unchecked")?;
+    let output = ToolOutput {
+        is_error: false,
+        content: values
+            .iter()
+            .map(|v| ContentBlock::Text { text: v.clone() })
+            .collect(),
+    };
+    let mut out = values.to_vec();
+    let scanned = adapter
+        .scan_output("get", server, &output)
+        .context("the guard's secret rules failed, so nothing is shown unchecked")?;
+    for (i, found) in scanned {
+        let secrets: Vec<&_> = found
+            .iter()
+            .filter(|f| f.kind == FindingKind::Secret)
+            .collect();
+        if let Some(v) = out.get_mut(i)
+            && !secrets.is_empty()
+        {
+            *v = mask(v, &secrets);
+        }
+    }
+    Ok(out)
+}
+
 /// The entry's command line with secrets masked, its findings, and the values not to
 /// print.
 fn check(

@@ -140,7 +140,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     // As written (an expanded ${VAR} may be a secret), with what is
                     // written there as a credential masked.
                     out["command"] = json!(spec.written.target);
-                    out["args"] = json!(edgar_host::redact::args(&spec.written.args));
+                    let args = super::inventory::secrets_masked(&name, &spec.written.args)?;
+                    out["args"] = json!(edgar_host::redact::args(&args));
                     out["env"] = json!(
                         env.keys()
                             .map(|k| (k.clone(), json!("***")))
@@ -152,7 +153,13 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                     out["confinement"] = json!(edgar_host::mcp::client::confinement_line(spec));
                 }
                 Transport::Http { headers, .. } | Transport::Sse { headers, .. } => {
-                    out["url"] = json!(edgar_host::redact::url(&spec.written.target));
+                    let url = super::inventory::secrets_masked(
+                        &name,
+                        std::slice::from_ref(&spec.written.target),
+                    )?
+                    .pop()
+                    .unwrap_or_default();
+                    out["url"] = json!(edgar_host::redact::url(&url));
                     out["headers"] = json!(
                         headers
                             .keys()
