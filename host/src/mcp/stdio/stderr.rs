@@ -75,20 +75,23 @@ impl StderrTail {
     }
 
     /// The tail for an error message: `"; last stderr: ..."` or empty. A stack trace's
-    /// frames (`    at f (file:1:2)`, as Node and the JVM print them) are left out and
-    /// counted: the message they follow says what went wrong, and the log file keeps them.
+    /// frames (`    at f (file:1:2)` as Node and the JVM print them, `  File "x.py", line
+    /// 3, in f` and its source line as Python does) are left out and counted: the
+    /// message they surround says what went wrong, and the log file keeps them.
     pub(crate) fn suffix(&self) -> String {
         let q = lock(&self.lines);
         let said: Vec<&String> = q.iter().filter(|l| !l.trim().is_empty()).collect();
-        let frame =
-            |l: &str| l.starts_with(char::is_whitespace) && l.trim_start().starts_with("at ");
-        let frames = said.iter().filter(|l| frame(l)).count();
+        let parts = frame_parts(&said);
+        let left_out = parts.iter().filter(|p| **p != Part::Message).count();
+        let all = left_out == said.len();
         let mut lines: Vec<String> = said
             .iter()
-            .filter(|l| frames == said.len() || !frame(l))
-            .map(|l| crate::text::shown_up_to(l.trim_end(), STDERR_LINE_SHOWN))
+            .zip(&parts)
+            .filter(|&(_, p)| all || *p == Part::Message)
+            .map(|(l, _)| crate::text::shown_up_to(l.trim_end(), STDERR_LINE_SHOWN))
             .collect();
-        if frames > 0 && frames < said.len() {
+        let frames = parts.iter().filter(|p| **p == Part::Frame).count();
+        if frames > 0 && !all {
             lines.push(format!("({frames} stack frames left out)"));
         }
         if lines.is_empty() {
@@ -97,6 +100,45 @@ impl StderrTail {
             format!("; last stderr: {}", lines.join(" / "))
         }
     }
+}
+
+/// What a stderr line is to an error message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Message,
+    /// A stack trace's frame: an indented `at ...` (Node, the JVM) or an indented
+    /// `File "...", line N` (Python).
+    Frame,
+    /// The source line Python prints under its frame, more deeply indented, and the
+    /// line of `^` or `~` under that one.
+    FrameSource,
+}
+
+/// Each of `lines` as a [`Part`].
+fn frame_parts(lines: &[&String]) -> Vec<Part> {
+    let mut out: Vec<Part> = Vec::with_capacity(lines.len());
+    for l in lines {
+        let indented = l.starts_with(char::is_whitespace);
+        let text = l.trim_start();
+        let python = indented && text.starts_with("File \"") && text.contains("\", line ");
+        let previous = out.last().copied();
+        let part = if python || (indented && text.starts_with("at ")) {
+            Part::Frame
+        } else if l.starts_with("    ")
+            && match previous {
+                // Python's source line under its frame, then its `^^^` marks.
+                Some(Part::Frame) => true,
+                Some(Part::FrameSource) => text.chars().all(|c| "^~".contains(c)),
+                _ => false,
+            }
+        {
+            Part::FrameSource
+        } else {
+            Part::Message
+        };
+        out.push(part);
+    }
+    out
 }
 
 /// Reads stderr to its end: each line, masked, into the tail and the log file.
@@ -339,6 +381,34 @@ mod tests {
         assert_eq!(
             only_frames.suffix(),
             "; last stderr: '    at main (index.js:1:1)'"
+        );
+    }
+
+    #[test]
+    fn a_python_tracebacks_frames_and_their_source_lines_are_left_out() {
+        let tail = StderrTail::default();
+        for line in [
+            "Traceback (most recent call last):",
+            "  File \"/srv/app/server.py\", line 3, in <module>",
+            "    import missing_dep",
+            "  File \"/srv/app/other.py\", line 9, in load",
+            "    return helper()",
+            "           ^^^^^^^^",
+            "ModuleNotFoundError: No module named 'missing_dep'",
+        ] {
+            tail.push_line(line);
+        }
+        assert_eq!(
+            tail.suffix(),
+            "; last stderr: 'Traceback (most recent call last):' / 'ModuleNotFoundError: No module named 'missing_dep'' / (2 stack frames left out)"
+        );
+        // An indented line that follows no frame is the message's own, and stays.
+        let tail = StderrTail::default();
+        tail.push_line("error: bad config:");
+        tail.push_line("    key 'x' is unknown");
+        assert_eq!(
+            tail.suffix(),
+            "; last stderr: 'error: bad config:' / '    key 'x' is unknown'"
         );
     }
 
