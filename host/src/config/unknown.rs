@@ -99,10 +99,25 @@ const ENTRY_FOREIGN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Most notes said of one file: a cloned repository's file may hold any number of
+/// near-miss keys, and each would be a warning at every command.
+const MAX_NOTES: usize = 10;
+
 /// What is worth saying about each key of a file and its entries that edgar does not
 /// read: a likely misspelling, or another client's key for something edgar reads
-/// elsewhere. Any other unknown key (another client's own setting) passes in silence.
+/// elsewhere (at most [`MAX_NOTES`], then how many more). Any other unknown key (another
+/// client's own setting) passes in silence.
 pub(super) fn notes(root: &Map<String, Value>) -> Vec<String> {
+    let mut out = all_notes(root);
+    if out.len() > MAX_NOTES {
+        let more = out.len() - MAX_NOTES;
+        out.truncate(MAX_NOTES);
+        out.push(format!("and {more} more keys edgar does not read"));
+    }
+    out
+}
+
+fn all_notes(root: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     note_keys(root, (FILE_KEYS, FILE_FOREIGN), "", &mut out);
     let servers = root.get("mcpServers").and_then(Value::as_object);
@@ -245,6 +260,16 @@ mod tests {
             },
         }));
         assert!(got.is_empty(), "{got:?}");
+    }
+
+    #[test]
+    fn a_file_full_of_near_misses_gets_a_bounded_number_of_notes() {
+        let entries: Map<String, Value> = (0..5000)
+            .map(|i| (format!("s{i}"), json!({"command": "x", "sandox": {}})))
+            .collect();
+        let got = notes_of(json!({ "mcpServers": entries }));
+        assert_eq!(got.len(), MAX_NOTES + 1, "{got:?}");
+        assert_eq!(got[MAX_NOTES], "and 4990 more keys edgar does not read");
     }
 
     #[test]
