@@ -60,6 +60,8 @@ pub enum Resp {
     Endless(&'static str, String),
     /// No answer at all, not even headers.
     Hang,
+    /// After this long, the answer the function then gives (and whatever it does).
+    Later(Duration, Box<dyn FnOnce() -> Resp + Send>),
 }
 
 pub enum After {
@@ -156,7 +158,12 @@ async fn serve(mut socket: TcpStream, handler: Arc<Handler>, seen: Arc<Mutex<Vec
         }
         h
     };
-    let out = match handler(&req) {
+    let mut resp = handler(&req);
+    while let Resp::Later(wait, then) = resp {
+        tokio::time::sleep(wait).await;
+        resp = then();
+    }
+    let out = match resp {
         Resp::Json(status, extra, v) => {
             let body = v.to_string();
             let mut h = head(status, &extra);
@@ -191,6 +198,7 @@ async fn serve(mut socket: TcpStream, handler: Arc<Handler>, seen: Arc<Mutex<Vec
             tokio::time::sleep(Duration::from_secs(3600)).await;
             return;
         }
+        Resp::Later(..) => return,
         Resp::Endless(kind, prefix) => {
             let h = format!("{}content-type: {kind}\r\n\r\n{prefix}", head(200, &[]));
             if socket.write_all(h.as_bytes()).await.is_err() {
@@ -280,6 +288,57 @@ fn error_text(r: Result<String, McpError>) -> (McpError, String) {
 async fn a_good_fake_works() {
     let (r, _) = call_with(|req| good(req).unwrap_or(Resp::Accepted)).await;
     assert_eq!(r.unwrap_or_else(|e| panic!("{e}")), "fine");
+}
+
+/// POSTs race: a request sent beside `notifications/initialized` can reach the server
+/// first. A server that registers tools when the handshake ends (server-everything's
+/// roots and elicitation tools) then lists without them, and the Python SDK refuses the
+/// request. Here the notification takes a second to be answered, and a tool appears
+/// when it has been. (Another server is discovered first: `tools/list` also waits for
+/// the guard, whose first load could take longer than the delay.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_posted_before_the_handshake_ends() {
+    let first = FakeHttp::start(|req| good(req).unwrap_or(Resp::Status(400, vec![]))).await;
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = ready.clone();
+    let server = FakeHttp::start(move |req| match req.rpc() {
+        "notifications/initialized" => {
+            let flag = flag.clone();
+            Resp::Later(
+                Duration::from_secs(1),
+                Box::new(move || {
+                    flag.store(true, Ordering::SeqCst);
+                    Resp::Accepted
+                }),
+            )
+        }
+        "tools/list" if ready.load(Ordering::SeqCst) => Resp::Json(
+            200,
+            vec![],
+            json!({"jsonrpc": "2.0", "id": req.id(), "result": {"tools": [
+                {"name": "echo", "inputSchema": {"type": "object"}},
+                {"name": "late", "inputSchema": {"type": "object"}}]}}),
+        ),
+        _ => good(req).unwrap_or(Resp::Status(400, vec![])),
+    })
+    .await;
+    let mut specs = Vec::new();
+    for (name, url) in [("first", &first.url), ("fake", &server.url)] {
+        let mut spec = http_spec(name, url, false);
+        spec.startup_timeout = STARTUP;
+        specs.push(spec);
+    }
+    let h = Harness::new(specs);
+    let warm = h.session.tools("first").await;
+    assert!(warm.is_ok_and(|t| t.len() == 1));
+    let tools = h
+        .session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert_eq!(names, ["fake__echo", "fake__late"]);
+    h.close().await;
 }
 
 #[tokio::test]

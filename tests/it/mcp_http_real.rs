@@ -92,11 +92,14 @@ async fn exercise_everything(h: &Harness) {
         .tools("everything")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        tools.iter().any(|t| t.name() == "everything__echo"),
-        "{:?}",
-        tools.iter().map(|t| t.name()).collect::<Vec<_>>()
-    );
+    // get-roots-list is registered when the handshake ends, from the roots edgar declares.
+    for name in ["everything__echo", "everything__get-roots-list"] {
+        assert!(
+            tools.iter().any(|t| t.name() == name),
+            "{name} not in {:?}",
+            tools.iter().map(|t| t.name()).collect::<Vec<_>>()
+        );
+    }
     let out = h
         .session
         .call("everything__echo", json!({"message": "over http"}))

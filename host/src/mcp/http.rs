@@ -215,6 +215,14 @@ async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>)
         if message.is("initialize") {
             *lock(&shared.initialize) = Some(message.clone());
         }
+        // The handshake's last step is answered before anything else is posted: POSTs
+        // race, and a server acts on it (server-everything registers the tools that
+        // need the client's roots or elicitation; the Python SDK refuses requests that
+        // come before it).
+        if message.is("notifications/initialized") {
+            shared.clone().exchange(message).await;
+            continue;
+        }
         let id = message.request;
         let task = shared.clone();
         let handle = tasks.spawn(async move { task.exchange(message).await });

@@ -121,7 +121,10 @@ async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>) {
         while tasks.try_join_next().is_some() {}
         let shared = shared.clone();
         let endpoint = endpoint.clone();
-        tasks.spawn(async move {
+        // As for Streamable HTTP: nothing is posted before the handshake's last step is
+        // answered.
+        let in_order = message.is("notifications/initialized");
+        let post = async move {
             let post = shared.send(Method::POST, &endpoint, |r| {
                 r.header("content-type", "application/json")
                     .body(message.bytes.clone())
@@ -136,7 +139,12 @@ async fn run(shared: Arc<Shared>, mut outgoing: mpsc::Receiver<Outbound>) {
                 let error = reply.into_error(&shared.server, method);
                 let _ = shared.events.send(Event::Failed { id, error }).await;
             }
-        });
+        };
+        if in_order {
+            post.await;
+        } else {
+            tasks.spawn(post);
+        }
     }
 }
 
