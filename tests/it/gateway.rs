@@ -1092,19 +1092,35 @@ fn an_upstream_crash_is_a_tool_error_and_the_gateway_stays_up() {
     assert!(procs_with_tag(&t).is_empty());
 }
 
+/// And a cut call leaves its audit line: it may have reached the server.
 #[test]
 fn a_cancelled_call_is_never_answered_and_end_of_input_reaps_every_server() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let t = tag("cancel");
+    let called = home.path().join("called");
     user_config(
         home.path(),
-        json!({"f": {"command": FAKE, "args": ["good"], "env": {"EDGAR_TEST_TAG": t}}}),
+        json!({"f": {"command": FAKE, "args": ["good"],
+            "env": {"EDGAR_TEST_TAG": t, "FAKE_CALLED": called}}}),
     );
+    // Until the server is inside the sleeping call (then it is cut in flight).
+    let wait_called = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !called.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the call never reached the server"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&called);
+    };
     let mut d = Driver::start(home.path(), &[]);
     let (found, _) = d.call(1, "tool_search", json!({"query": "f__echo"}));
     assert!(found.contains("f__echo"), "{found}");
     d.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "f__echo", "arguments": {"sleep_ms": 3000}}}));
+    wait_called();
     d.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}),
     );
@@ -1121,8 +1137,39 @@ fn a_cancelled_call_is_never_answered_and_end_of_input_reaps_every_server() {
     // A call in flight when the client goes away is stopped, and its server reaped.
     d.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": "f__echo", "arguments": {"sleep_ms": 30000}}}));
+    wait_called();
     assert_eq!(d.finish(), Some(0));
     assert!(procs_with_tag(&t).is_empty());
+    // Both cut calls reached the server: each has its line, saying it was cut.
+    let audit = run(
+        EDGAR,
+        home.path(),
+        &["audit", "tail", "-n", "50", "--json"],
+        b"",
+    );
+    let calls: Vec<(String, String)> = audit
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "call")
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or("ok").to_owned();
+            (field("name"), field("error"))
+        })
+        .collect();
+    let mut calls = calls;
+    calls.sort();
+    let want = [
+        ("f__add", "ok"),
+        ("f__echo", "cancelled"),
+        ("f__echo", "cancelled"),
+    ];
+    assert_eq!(
+        calls,
+        want.map(|(n, e)| (n.to_owned(), e.to_owned())),
+        "{}",
+        audit.stdout
+    );
 }
 
 /// A script that pipes its requests in and closes its input at once (`printf ... |

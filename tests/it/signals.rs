@@ -1,6 +1,6 @@
 //! Process lifetime under real signals: Ctrl-C, TERM and HUP to `edgar mcp call` close a
-//! server that ignores TERM together with its grandchild; a SIGKILLed edgar takes its
-//! server with it (Linux).
+//! server that ignores TERM together with its grandchild and leave the cut call's audit
+//! line; a SIGKILLed edgar takes its server with it (Linux).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -21,13 +21,15 @@ const FAKE: &str = env!("CARGO_BIN_EXE_fake-mcp-server");
 fn stubborn_call(home: &Path) -> (Child, u32, u32) {
     let server_pid = home.join("server.pid");
     let grandchild_pid = home.join("grandchild.pid");
+    let called = home.join("called");
     let dir = home.join("config/edgar");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let script = format!("trap '' TERM INT HUP; exec '{FAKE}' grandchild");
     std::fs::write(
         dir.join("mcp.json"),
         json!({"mcpServers": {"s": {"command": "sh", "args": ["-c", script],
-            "env": {"FAKE_MARKER": server_pid, "FAKE_GRANDCHILD_PID": grandchild_pid}}}})
+            "env": {"FAKE_MARKER": server_pid, "FAKE_GRANDCHILD_PID": grandchild_pid,
+                "FAKE_CALLED": called}}}})
         .to_string(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -57,10 +59,10 @@ fn stubborn_call(home: &Path) -> (Child, u32, u32) {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let (Some(s), Some(g)) = (read(&server_pid), read(&grandchild_pid)) {
-            // The call is under way once the server has answered tools/list; give the
-            // tools/call a moment to reach it.
-            std::thread::sleep(Duration::from_millis(500));
+        // The server marks the call's arrival: it is in flight.
+        if let (Some(s), Some(g), true) =
+            (read(&server_pid), read(&grandchild_pid), called.exists())
+        {
             return (child, s, g);
         }
         assert!(Instant::now() < deadline, "the server did not start");
@@ -111,6 +113,20 @@ fn int_term_and_hup_close_every_server_and_exit_with_the_signal_code() {
         assert!(
             is_dead(grandchild),
             "{sig:?}: the grandchild outlived edgar"
+        );
+        // The call reached the server: the audit trail says so, and that it was cut.
+        let trail = std::fs::read_to_string(home.path().join(".local/state/edgar/audit.jsonl"))
+            .unwrap_or_else(|e| panic!("{sig:?}: {e}"));
+        let calls: Vec<serde_json::Value> = trail
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|l: &serde_json::Value| l["event"] == "call")
+            .collect();
+        assert_eq!(calls.len(), 1, "{sig:?}: {trail}");
+        assert_eq!(
+            (&calls[0]["server"], &calls[0]["tool"], &calls[0]["error"]),
+            (&json!("s"), &json!("echo"), &json!("cancelled")),
+            "{sig:?}: {trail}"
         );
     }
 }

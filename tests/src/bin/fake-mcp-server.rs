@@ -8,7 +8,8 @@
 //! message nested 100,000 levels deep), fat-pages (endless 5 MB pages).
 //! With `FAKE_MARKER=path`, the server creates that file when it starts; with
 //! `FAKE_TOOLS=path`, each `tools/list` answers that file's JSON array (a test edits it
-//! to play a server that changes its tools after approval).
+//! to play a server that changes its tools after approval); with `FAKE_CALLED=path`, a
+//! call that sleeps (`sleep_ms`) creates that file first (a test then knows it is in).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -233,6 +234,9 @@ fn main() {
                     ),
                     _ => {
                         if let Some(ms) = args["sleep_ms"].as_u64() {
+                            if let Ok(path) = std::env::var("FAKE_CALLED") {
+                                let _ = std::fs::write(path, "");
+                            }
                             std::thread::sleep(Duration::from_millis(ms));
                         }
                         text(

@@ -2,8 +2,8 @@
 //! its accepted schema, the round trip (both eras, input requests, tasks), the result
 //! through the guard, and the call's line in the audit trail.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,6 +14,7 @@ use crate::mcp::McpError;
 use crate::mcp::input;
 use crate::mcp::task::{self};
 use crate::text::shown;
+use crate::trust::audit::AuditLog;
 
 use super::{Server, SessionInner, run_guard};
 use crate::sync::lock;
@@ -31,6 +32,39 @@ pub(super) struct CallRecord {
     tool: String,
     args_sha256: String,
     result_bytes: u64,
+}
+
+/// A call whose future is dropped before it ends (Ctrl-C, a gateway client's
+/// cancellation, a shutdown) still leaves its line: it may have reached the server.
+struct Unfinished<'a> {
+    audit: Option<&'a AuditLog>,
+    /// The server and tool, once the name is found.
+    owner: &'a OnceLock<(String, String)>,
+    name: &'a str,
+    args_sha256: &'a str,
+    started: std::time::Instant,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let Some(audit) = self.audit.filter(|_| self.armed) else {
+            return;
+        };
+        let (server, tool) = self.owner.get().cloned().unwrap_or_default();
+        audit.note(
+            "call",
+            json!({
+                "server": server,
+                "tool": tool,
+                "name": self.name,
+                "duration_ms": self.started.elapsed().as_millis() as u64,
+                "args_sha256": self.args_sha256,
+                "result_bytes": 0,
+                "error": "cancelled",
+            }),
+        );
+    }
 }
 
 impl SessionInner {
@@ -66,7 +100,19 @@ impl SessionInner {
                     reason: e.to_string(),
                 })?;
         }
-        let result = self.call_inner(name, arguments, args_sha256).await;
+        let owner = OnceLock::new();
+        let mut unfinished = Unfinished {
+            audit: self.opts.audit.as_ref(),
+            owner: &owner,
+            name,
+            args_sha256: &args_sha256,
+            started,
+            armed: true,
+        };
+        let result = self
+            .call_inner(name, arguments, args_sha256.clone(), &owner)
+            .await;
+        unfinished.armed = false;
         if let Some(audit) = &self.opts.audit {
             let (record, outcome) = result.as_ref().map_or_else(
                 |e| (e.1.clone(), json!({"error": e.0.kind()})),
@@ -110,6 +156,7 @@ impl SessionInner {
         name: &str,
         arguments: Value,
         args_sha256: String,
+        owner: &OnceLock<(String, String)>,
     ) -> Result<(ToolOutput, CallRecord), (McpError, CallRecord)> {
         let mut record = CallRecord {
             args_sha256,
@@ -131,6 +178,7 @@ impl SessionInner {
         let tool = &list[index];
         record.server = tool.server().to_owned();
         record.tool = tool.tool().to_owned();
+        let _ = owner.set((record.server.clone(), record.tool.clone()));
         match self.call_found(tool, arguments, &mut record).await {
             Ok(out) => Ok((out, record)),
             Err(e) => Err((e, record)),
