@@ -824,6 +824,44 @@ fn a_harness_sees_what_needs_approval() {
     );
 }
 
+/// An entry that cannot be shown as it would run (an unset variable) is not approved,
+/// and the error says what to do; it does not tell to pass `--yes`, which would not help.
+/// The other entries are still reviewed.
+#[test]
+fn an_entry_with_an_unset_variable_says_to_set_it_not_to_pass_yes() {
+    let h = home();
+    write(
+        &h.path().join(".mcp.json"),
+        &json!({"mcpServers": {
+            "a": {"command": FAKE, "args": ["good"], "env": {"T": "${EDGAR_TEST_UNSET_VAR}"}},
+            "b": {"command": FAKE, "args": ["good"]}}}),
+    );
+    let r = edgar(h.path(), &[], &["mcp", "approve", "a"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("EDGAR_TEST_UNSET_VAR is not set")
+            && r.stderr.contains("then run `edgar mcp approve a` again"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("--yes"), "{}", r.stderr);
+    // With --yes, the other is approved and the exit still says one was not.
+    let r = edgar(h.path(), &[], &["mcp", "approve", "--all", "--yes"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stdout.contains("approved b"), "{}", r.stdout);
+    let r = edgar(h.path(), &[], &["mcp", "list"]);
+    assert!(
+        r.stdout.contains("a\tstdio\tneeds approval"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("b\tstdio\tneeds approval"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A change to every tool at once (a new release, a switched adapter) is one warning
 /// naming the tools, not a line per tool; and `approve` shows each change as `diff -u`
 /// does, the old line before the new.

@@ -86,19 +86,23 @@ pub fn approve(
         println!("nothing waits for approval");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut refused = false;
+    // Declined (or not asked, off a terminal) / could not even be shown.
+    let (mut refused, mut unshown) = (false, false);
     for target in &targets {
         let done = if let Some(held) = config.held(target) {
             match &held.why {
                 // One entry that cannot be shown (an unset variable) must not hide the rest.
-                Hold::NeedsApproval(entry) => {
-                    let done = approve_entry(entry, yes).unwrap_or_else(|e| {
+                Hold::NeedsApproval(entry) => match approve_entry(entry, yes) {
+                    Ok(done) => {
+                        project_approved |= done;
+                        done
+                    }
+                    Err(e) => {
                         eprintln!("edgar: {e:#}");
-                        false
-                    });
-                    project_approved |= done;
-                    done
-                }
+                        unshown = true;
+                        continue;
+                    }
+                },
                 Hold::Blocked { rule } => {
                     eprintln!("edgar: MCP server '{target}' is blocked by policy: {rule}");
                     false
@@ -138,7 +142,7 @@ pub fn approve(
     if refused && !yes && !std::io::stdin().is_terminal() {
         bail!("not approved: no terminal to ask at; review the above and pass --yes to approve");
     }
-    Ok(if refused {
+    Ok(if refused || unshown {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -147,7 +151,13 @@ pub fn approve(
 
 /// Shows a project entry as it would run and records the approval if the human agrees.
 fn approve_entry(entry: &ProjectEntry, yes: bool) -> anyhow::Result<bool> {
-    let spec = entry.spec()?;
+    // What runs is shown expanded, so an unset variable leaves nothing to show.
+    let spec = entry.spec().map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; an entry is approved as it would run, so there is nothing to approve until that is fixed: then run `edgar mcp approve {}` again",
+            entry.name
+        )
+    })?;
     if let Some((path, Err(e))) = &entry.adapter {
         bail!(
             "the adapter {} of '{}' cannot be read ({e}); nothing to approve",
