@@ -76,8 +76,9 @@ impl StderrTail {
 
     /// The tail for an error message: `"; last stderr: ..."` or empty. A stack trace's
     /// frames (`    at f (file:1:2)` as Node and the JVM print them, `  File "x.py", line
-    /// 3, in f` and its source line as Python does) are left out and counted: the
-    /// message they surround says what went wrong, and the log file keeps them.
+    /// 3, in f` and its source line as Python does) and a package manager's notices
+    /// (npm's and pip's new-version nags) are left out and counted: the message they
+    /// surround says what went wrong, and the log file keeps them.
     pub(crate) fn suffix(&self) -> String {
         let q = lock(&self.lines);
         let said: Vec<&String> = q.iter().filter(|l| !l.trim().is_empty()).collect();
@@ -93,6 +94,13 @@ impl StderrTail {
         let frames = parts.iter().filter(|p| **p == Part::Frame).count();
         if frames > 0 && !all {
             lines.push(format!("({frames} stack frames left out)"));
+        }
+        let notices = parts.iter().filter(|p| **p == Part::Notice).count();
+        if notices > 0 && !all {
+            lines.push(format!(
+                "({} left out)",
+                crate::text::counted(notices, "notice")
+            ));
         }
         if lines.is_empty() {
             String::new()
@@ -112,6 +120,8 @@ enum Part {
     /// The source line Python prints under its frame, more deeply indented, and the
     /// line of `^` or `~` under that one.
     FrameSource,
+    /// `npm notice ...` (npx's new-version nag and changelog) or pip's `[notice] ...`.
+    Notice,
 }
 
 /// Each of `lines` as a [`Part`].
@@ -122,7 +132,9 @@ fn frame_parts(lines: &[&String]) -> Vec<Part> {
         let text = l.trim_start();
         let python = indented && text.starts_with("File \"") && text.contains("\", line ");
         let previous = out.last().copied();
-        let part = if python || (indented && text.starts_with("at ")) {
+        let part = if l.starts_with("npm notice") || l.starts_with("[notice] ") {
+            Part::Notice
+        } else if python || (indented && text.starts_with("at ")) {
             Part::Frame
         } else if l.starts_with("    ")
             && match previous {
@@ -381,6 +393,41 @@ mod tests {
         assert_eq!(
             only_frames.suffix(),
             "; last stderr: '    at main (index.js:1:1)'"
+        );
+    }
+
+    /// What npx printed for a package with no executable, in a home where npm had not
+    /// checked its own version yet; and pip's nag.
+    #[test]
+    fn package_manager_notices_are_left_out() {
+        let tail = StderrTail::default();
+        for line in [
+            "npm error could not determine executable to run",
+            "npm notice",
+            "npm notice New minor version of npm available! 11.19.1 -> 11.21.3",
+            "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.21.3",
+            "npm notice To update run: npm install -g npm@11.21.3",
+            "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log",
+        ] {
+            tail.push_line(line);
+        }
+        assert_eq!(
+            tail.suffix(),
+            "; last stderr: 'npm error could not determine executable to run' / 'npm error A complete log of this run can be found in: /root/.npm/_logs/x.log' / (4 notices left out)"
+        );
+        let tail = StderrTail::default();
+        tail.push_line("ERROR: No matching distribution found for mcp-nope");
+        tail.push_line("[notice] A new release of pip is available: 23.2.1 -> 25.3");
+        assert_eq!(
+            tail.suffix(),
+            "; last stderr: 'ERROR: No matching distribution found for mcp-nope' / (1 notice left out)"
+        );
+        // A line that only mentions a notice stays.
+        let tail = StderrTail::default();
+        tail.push_line("error: see the npm notice above");
+        assert_eq!(
+            tail.suffix(),
+            "; last stderr: 'error: see the npm notice above'"
         );
     }
 
