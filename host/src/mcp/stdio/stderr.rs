@@ -93,7 +93,10 @@ impl StderrTail {
             .collect();
         let frames = parts.iter().filter(|p| **p == Part::Frame).count();
         if frames > 0 && !all {
-            lines.push(format!("({frames} stack frames left out)"));
+            lines.push(format!(
+                "({} left out)",
+                crate::text::counted(frames, "stack frame")
+            ));
         }
         let notices = parts.iter().filter(|p| **p == Part::Notice).count();
         if notices > 0 && !all {
@@ -366,32 +369,35 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stack_traces_frames_are_left_out_of_the_message_and_counted() {
+    /// The error tail of a server that wrote `lines` to stderr.
+    fn suffix_of(lines: &[&str]) -> String {
         let tail = StderrTail::default();
-        for line in [
-            "node:internal/modules/esm/resolve:283",
-            "Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/x/sdk/server/mcp.js'",
-            "    at finalizeResolution (node:internal/modules/esm/resolve:283:11)",
-            "    at moduleResolve (node:internal/modules/esm/resolve:952:10)",
-            "  code: 'ERR_MODULE_NOT_FOUND',",
-            "Node.js v20.20.2",
-        ] {
+        for line in lines {
             tail.push_line(line);
         }
+        tail.suffix()
+    }
+
+    #[test]
+    fn a_stack_traces_frames_are_left_out_of_the_message_and_counted() {
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&[
+                "node:internal/modules/esm/resolve:283",
+                "Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/x/sdk/server/mcp.js'",
+                "    at finalizeResolution (node:internal/modules/esm/resolve:283:11)",
+                "    at moduleResolve (node:internal/modules/esm/resolve:952:10)",
+                "  code: 'ERR_MODULE_NOT_FOUND',",
+                "Node.js v20.20.2",
+            ]),
             r"; last stderr: 'node:internal/modules/esm/resolve:283' / 'Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/x/sdk/server/mcp.js'' / '  code: 'ERR_MODULE_NOT_FOUND',' / 'Node.js v20.20.2' / (2 stack frames left out)"
         );
         // Lines that only look like frames stay: no indent, or nothing but frames.
-        let tail = StderrTail::default();
-        tail.push_line("at startup: config missing");
-        assert_eq!(tail.suffix(), "; last stderr: 'at startup: config missing'");
-        tail.push_line("    at main (index.js:1:1)");
-        let only_frames = StderrTail::default();
-        only_frames.push_line("    at main (index.js:1:1)");
         assert_eq!(
-            only_frames.suffix(),
+            suffix_of(&["at startup: config missing", "    at main (index.js:1:1)"]),
+            "; last stderr: 'at startup: config missing' / (1 stack frame left out)"
+        );
+        assert_eq!(
+            suffix_of(&["    at main (index.js:1:1)"]),
             "; last stderr: '    at main (index.js:1:1)'"
         );
     }
@@ -400,61 +406,48 @@ mod tests {
     /// checked its own version yet; and pip's nag.
     #[test]
     fn package_manager_notices_are_left_out() {
-        let tail = StderrTail::default();
-        for line in [
-            "npm error could not determine executable to run",
-            "npm notice",
-            "npm notice New minor version of npm available! 11.19.1 -> 11.21.3",
-            "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.21.3",
-            "npm notice To update run: npm install -g npm@11.21.3",
-            "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log",
-        ] {
-            tail.push_line(line);
-        }
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&[
+                "npm error could not determine executable to run",
+                "npm notice",
+                "npm notice New minor version of npm available! 11.19.1 -> 11.21.3",
+                "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.21.3",
+                "npm notice To update run: npm install -g npm@11.21.3",
+                "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log",
+            ]),
             "; last stderr: 'npm error could not determine executable to run' / 'npm error A complete log of this run can be found in: /root/.npm/_logs/x.log' / (4 notices left out)"
         );
-        let tail = StderrTail::default();
-        tail.push_line("ERROR: No matching distribution found for mcp-nope");
-        tail.push_line("[notice] A new release of pip is available: 23.2.1 -> 25.3");
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&[
+                "ERROR: No matching distribution found for mcp-nope",
+                "[notice] A new release of pip is available: 23.2.1 -> 25.3",
+            ]),
             "; last stderr: 'ERROR: No matching distribution found for mcp-nope' / (1 notice left out)"
         );
         // A line that only mentions a notice stays.
-        let tail = StderrTail::default();
-        tail.push_line("error: see the npm notice above");
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&["error: see the npm notice above"]),
             "; last stderr: 'error: see the npm notice above'"
         );
     }
 
     #[test]
     fn a_python_tracebacks_frames_and_their_source_lines_are_left_out() {
-        let tail = StderrTail::default();
-        for line in [
-            "Traceback (most recent call last):",
-            "  File \"/srv/app/server.py\", line 3, in <module>",
-            "    import missing_dep",
-            "  File \"/srv/app/other.py\", line 9, in load",
-            "    return helper()",
-            "           ^^^^^^^^",
-            "ModuleNotFoundError: No module named 'missing_dep'",
-        ] {
-            tail.push_line(line);
-        }
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&[
+                "Traceback (most recent call last):",
+                "  File \"/srv/app/server.py\", line 3, in <module>",
+                "    import missing_dep",
+                "  File \"/srv/app/other.py\", line 9, in load",
+                "    return helper()",
+                "           ^^^^^^^^",
+                "ModuleNotFoundError: No module named 'missing_dep'",
+            ]),
             "; last stderr: 'Traceback (most recent call last):' / 'ModuleNotFoundError: No module named 'missing_dep'' / (2 stack frames left out)"
         );
         // An indented line that follows no frame is the message's own, and stays.
-        let tail = StderrTail::default();
-        tail.push_line("error: bad config:");
-        tail.push_line("    key 'x' is unknown");
         assert_eq!(
-            tail.suffix(),
+            suffix_of(&["error: bad config:", "    key 'x' is unknown"]),
             "; last stderr: 'error: bad config:' / '    key 'x' is unknown'"
         );
     }
