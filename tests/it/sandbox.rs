@@ -4,7 +4,7 @@
 //! make a namespace. Each is denied or allowed exactly as its profile says, and the same
 //! server with `"sandbox": "off"` succeeds, so every check can fail.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use edgar_tests::{Run, run, user_config};
 use serde_json::{Value, json};
@@ -478,14 +478,47 @@ fn real_servers_run_confined_with_the_readmes_profiles() {
     );
 }
 
+/// A script whose `#!` interpreter lies outside what its profile reads is refused by the
+/// kernel at `exec`; the error says that, not only "Permission denied".
+#[test]
+fn an_interpreter_it_may_not_read_is_named_as_the_cause() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = Home::new();
+    let shell = h.path().join("interp/sh");
+    write(&shell, "");
+    std::fs::copy("/bin/sh", &shell).unwrap_or_else(|e| panic!("{e}"));
+    let script = h.path().join("srv/run");
+    write(
+        &script,
+        &format!("#!{}\nexec {FAKE} good\n", shell.display()),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let entry = |sandbox: Value| json!({"s": {"command": script.display().to_string(), "args": [FAKE], "sandbox": sandbox}});
+    user_config(h.path(), entry(json!({"net": "none"})));
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "s"], b"");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("the interpreter its `#!` line names"),
+        "{}",
+        r.stderr
+    );
+    // Reading the interpreter's directory is what it needed.
+    let interp = h.path().join("interp").display().to_string();
+    user_config(h.path(), entry(json!({"read": [interp], "net": "none"})));
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "s"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
 /// A user's server confined to its data alone still starts: the install its program
-/// lives in (npm's `node_modules`, a Python virtual environment) is read with it. A
-/// project's entry gets no such thing: its profile names what it reads, approved.
+/// lives in (npm's `node_modules`, a Python virtual environment and the Python it was
+/// made from, pyenv's here) is read with it. A project's entry gets no such thing: its
+/// profile names what it reads, approved.
 #[test]
 fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
     let h = Home::new();
     let python = edgar_tests::installed("py/bin/python");
-    let base_prefix = base_prefix(&python);
+    let base_prefix = PathBuf::from(base_prefix(&python));
     let root = h.path().join("allowed").display().to_string();
     let fs_bin = edgar_tests::installed("npm/node_modules/.bin/mcp-server-filesystem")
         .display()
@@ -499,13 +532,22 @@ fn a_users_server_reads_its_own_install_and_a_projects_does_not() {
             "py": {"command": python.display().to_string(),
                    "args": [edgar_tests::fixture("python_server.py").display().to_string()],
                    "startup_timeout_sec": 60,
-                   "sandbox": {"read": [base_prefix], "net": "none"}},
+                   "sandbox": {"net": "none"}},
         }),
     );
     let call = |name: &str, args: Value| called(h.path(), name, args);
     let note = h.path().join("allowed/notes.txt").display().to_string();
     assert!(call("fs__read_text_file", json!({"path": note})).contains("allowed"));
     assert!(call("py__add", json!({"a": 20, "b": 22})).contains("42"));
+    // The Python the venv was made from is named when it is not the system's.
+    let get = run(EDGAR, h.path(), &["mcp", "get", "py"], b"").json();
+    let line = get["confinement"].as_str().unwrap_or_default();
+    let venv = edgar_tests::installed("py");
+    assert!(line.contains(&venv.display().to_string()), "{line}");
+    if !base_prefix.starts_with("/usr") {
+        let lib = base_prefix.join("lib").display().to_string();
+        assert!(line.contains(&lib), "{line}");
+    }
     // And it says so where it says how the server runs.
     let get = run(EDGAR, h.path(), &["mcp", "get", "fs"], b"").json();
     let node_modules = edgar_tests::installed("npm/node_modules");

@@ -249,7 +249,11 @@ impl Named {
                 }
             }
         }
-        let mut installs: Vec<PathBuf> = named.iter().filter_map(|p| install::of(p)).collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut installs: Vec<PathBuf> = named
+            .iter()
+            .flat_map(|p| install::of(p, home.as_deref()))
+            .collect();
         installs.sort();
         installs.dedup();
         Named { read, installs }

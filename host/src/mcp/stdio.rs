@@ -218,10 +218,13 @@ impl Stdio {
         for (key, value) in outside.iter().flat_map(super::sandbox::Outside::env) {
             cmd.env(key, value);
         }
+        let confined = confinement.is_some();
         before_exec(&mut cmd, confinement);
         let mut child = cmd.spawn().map_err(|e| {
             let why = if outside.is_some() {
                 " (its \"net\" host list needs a network namespace of its own: are unprivileged user namespaces allowed here?)"
+            } else if confined && e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (it runs confined: the program, or the interpreter its `#!` line names, is outside what its \"sandbox\" lets it read; add that directory to its \"read\")"
             } else {
                 ""
             };
