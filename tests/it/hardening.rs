@@ -36,6 +36,7 @@ fn a_stdio_server_inherits_no_keys_unless_its_entry_says_so() {
             h.path(),
             &[
                 "ANTHROPIC_API_KEY=sk-test-inherited",
+                "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
                 EDGAR,
                 "mcp",
                 "call",
@@ -48,6 +49,8 @@ fn a_stdio_server_inherits_no_keys_unless_its_entry_says_so() {
     assert_eq!(plain.code, Some(0), "{}", plain.stderr);
     let names: Vec<&str> = plain.stdout.trim().split(',').collect();
     assert!(names.contains(&"PATH") && names.contains(&"HOME") && names.contains(&"GIVEN"));
+    // The machine's certificate authorities, which hold no key, are passed.
+    assert!(names.contains(&"SSL_CERT_FILE"), "{names:?}");
     assert!(!names.contains(&"ANTHROPIC_API_KEY"), "{names:?}");
     assert!(
         !names.contains(&"EDGAR_TEST_DEPS") && !names.contains(&"CARGO"),

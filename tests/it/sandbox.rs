@@ -868,3 +868,45 @@ fn a_real_client_reaches_a_listed_registry_through_the_proxy() {
         }
     }
 }
+
+/// `uvx` from a cold cache, confined to PyPI's two hosts: edgar makes uv's cache (the
+/// home is not the server's to write), the machine's certificate authorities reach it,
+/// the package comes through edgar's proxy, and the server answers. Another host list
+/// gets nothing.
+#[test]
+fn a_cold_uvx_fetches_its_server_through_the_proxy() {
+    let h = Home::new();
+    let py_bin = edgar_tests::installed("py/bin");
+    let uvx = edgar_tests::installed("py/bin/uvx");
+    let path = format!("{}:/usr/bin:/bin", py_bin.display());
+    let entry = |net: Value| {
+        json!({"time": {"command": uvx.display().to_string(),
+                        "args": ["mcp-server-time==2026.10.19"],
+                        "env": {"PATH": path, "UV_PYTHON_DOWNLOADS": "never"},
+                        "startup_timeout_sec": 120,
+                        "sandbox": {"net": net}}})
+    };
+    // The tests' home puts caches under `~/cache` (XDG_CACHE_HOME): uv's goes there.
+    let cache = h.path().join("cache/uv");
+    user_config(h.path(), entry(json!(["pypi.org:443"])));
+    let r = run(EDGAR, h.path(), &["mcp", "tools", "time"], b"");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("edgar's sandbox refused files.pythonhosted.org:443"),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_dir_all(&cache).unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        h.path(),
+        entry(json!(["pypi.org:443", "files.pythonhosted.org:443"])),
+    );
+    let out = called(
+        h.path(),
+        "time__get_current_time",
+        json!({"timezone": "UTC"}),
+    );
+    assert!(out.contains("\"timezone\": \"UTC\""), "{out}");
+    assert!(cache.is_dir(), "uv's cache was made where the server looks");
+}

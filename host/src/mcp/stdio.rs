@@ -27,8 +27,10 @@ use crate::text::shown;
 use stderr::{StderrTail, drain_stderr};
 
 /// The variables of edgar's own environment a stdio server gets (besides its entry's
-/// `env`), as Codex does: enough to find programs, a home, a locale and a terminal, and
-/// nothing that holds a key. `env_inherit: true` in an entry passes everything.
+/// `env`), as Codex does: enough to find programs, a home, a locale, a terminal and the
+/// certificate authorities the machine trusts (behind a proxy that inspects TLS, `uvx`
+/// and `npx -y` fetch nothing without them), and nothing that holds a key (proxy URLs
+/// may, so they are not here). `env_inherit: true` in an entry passes everything.
 pub const INHERITED_ENV: &[&str] = &[
     "HOME",
     "LOGNAME",
@@ -49,6 +51,11 @@ pub const INHERITED_ENV: &[&str] = &[
     "XDG_DATA_HOME",
     "XDG_STATE_HOME",
     "XDG_RUNTIME_DIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
 ];
 
 /// How long a server gets to exit after its stdin closes, and again after SIGTERM.
