@@ -224,9 +224,9 @@ pub enum McpCommand {
     Call {
         /// The tool: the name the model sees, or SERVER/TOOL.
         tool: String,
-        /// The arguments, a JSON object.
-        #[arg(default_value = "{}")]
-        arguments: String,
+        /// The arguments: one JSON object, or KEY=VALUE words (a value is typed by the
+        /// tool's schema: text for a string property, else JSON when it is JSON).
+        arguments: Vec<String>,
         /// Print the result blocks as JSON.
         #[arg(long)]
         json: bool,

@@ -1,6 +1,7 @@
 //! Runs a parsed command: glue over the library, and the only place that prints.
 
 mod account;
+mod arguments;
 mod content;
 mod context;
 mod dev;

@@ -112,6 +112,37 @@ fn the_embedded_default_works_with_no_config() {
     assert!(r.stdout.contains("outside the workspace"), "{}", r.stdout);
 }
 
+/// `KEY=VALUE` words instead of JSON: each value typed by the tool's schema, so a
+/// string property keeps `42` as text and an integer one gets a number.
+#[test]
+fn a_call_takes_key_value_words_typed_by_the_schema() {
+    let h = home();
+    let sub = h.path().join("sub");
+    std::fs::create_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(sub.join("a.txt"), "42 apples\n42 pears\n").unwrap_or_else(|e| panic!("{e}"));
+    let call = |words: &[&str]| {
+        let mut args = vec!["mcp", "call", "workspace__search_text", "path=sub"];
+        args.extend_from_slice(words);
+        run(EDGAR, h.path(), &args, b"")
+    };
+    let r = call(&["query=42", "max_results=1"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "sub/a.txt:1: 42 apples");
+    // A value the schema refuses is named by the argument check.
+    let r = call(&["query=42", "max_results=many"]);
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(r.stderr.contains("/max_results"), "{}", r.stderr);
+    // A word that is neither is a usage error naming it.
+    let r = call(&["query"]);
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("'query' is neither a JSON object nor KEY=VALUE"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn add_get_remove_round_trip_and_mask_secrets() {
     let h = home();
@@ -294,9 +325,21 @@ fn errors_are_one_clear_line_with_exit_1() {
         b"",
     );
     assert_eq!(r.code, Some(1));
-    let r = run(EDGAR, h.path(), &["mcp", "call", "s/echo", "not json"], b"");
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "s/echo", "{not json"],
+        b"",
+    );
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("not valid JSON"), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "call", "s/echo", "not json"], b"");
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("neither a JSON object nor KEY=VALUE"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

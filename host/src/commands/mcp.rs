@@ -362,11 +362,19 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             arguments,
             json,
         } => runtime()?.block_on(async {
-            let arguments: Value =
-                serde_json::from_str(&arguments).context("the arguments are not valid JSON")?;
+            let given = super::arguments::parse(&arguments)?;
             let config = load(&paths)?;
             let session = session(&config, &cwd);
-            let result = guarded(&session, session.call(&tool, arguments)).await;
+            let result = guarded(&session, async {
+                let arguments = match given {
+                    super::arguments::Given::Json(v) => v,
+                    super::arguments::Given::Pairs(p) => {
+                        super::arguments::typed(p, &session.input_schema(&tool).await?)
+                    }
+                };
+                session.call(&tool, arguments).await
+            })
+            .await;
             session.close().await;
             let output = result?;
             if json {

@@ -325,6 +325,14 @@ impl SessionInner {
         })?
     }
 
+    /// The input schema edgar accepted for a tool (by model-visible name or
+    /// `server/tool`), as a call checks its arguments against: for a caller that builds
+    /// arguments from text. Starts the tool's server when its tools are not known.
+    pub async fn input_schema(&self, name: &str) -> Result<Value, McpError> {
+        let (list, index) = self.find_tool(name).await?;
+        Ok(list[index].input_schema().clone())
+    }
+
     /// The tool by model-visible name or `server/tool`, as its list and index (no clone).
     pub(super) async fn find_tool(
         &self,
