@@ -910,3 +910,54 @@ fn a_cold_uvx_fetches_its_server_through_the_proxy() {
     assert!(out.contains("\"timezone\": \"UTC\""), "{out}");
     assert!(cache.is_dir(), "uv's cache was made where the server looks");
 }
+
+/// server-memory writes its file beside its script unless told otherwise: confined, its
+/// tool fails with the server's own EACCES, and `mcp call` adds how it runs and which
+/// keys allow more. Given a file in a directory its profile writes, it works.
+#[test]
+fn a_refused_write_in_a_tool_error_gets_a_note_on_how_it_runs() {
+    let h = Home::new();
+    let bin = edgar_tests::installed("npm/node_modules/.bin/mcp-server-memory")
+        .display()
+        .to_string();
+    let entry = |env: Value, sandbox: Value| {
+        json!({"mem": {"command": bin, "env": env, "startup_timeout_sec": 60,
+                       "sandbox": sandbox}})
+    };
+    let create = json!({"entities": [{"name": "Ada", "entityType": "person",
+                                      "observations": ["likes math"]}]})
+    .to_string();
+    user_config(h.path(), entry(json!({}), json!({"net": "none"})));
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "mem__create_entities", &create],
+        b"",
+    );
+    assert_eq!(r.code, Some(3), "a tool error: {}", r.stderr);
+    assert!(r.stdout.contains("EACCES"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("note: mem runs confined: landlock")
+            && r.stderr.contains("if it was refused a file it needs"),
+        "{}",
+        r.stderr
+    );
+    let file = h.path().join("out/memory.jsonl").display().to_string();
+    user_config(
+        h.path(),
+        entry(
+            json!({"MEMORY_FILE_PATH": file}),
+            json!({"write": ["~/out"], "net": "none"}),
+        ),
+    );
+    let r = run(
+        EDGAR,
+        h.path(),
+        &["mcp", "call", "mem__create_entities", &create],
+        b"",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("note:"), "{}", r.stderr);
+    let written = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(written.contains("likes math"), "{written}");
+}

@@ -382,12 +382,55 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             } else {
                 print_blocks(&output.content)?;
             }
+            if output.is_error {
+                refused_by_sandbox_note(&config, &tool, &output.content);
+            }
             Ok(if output.is_error {
                 ExitCode::from(TOOL_ERROR)
             } else {
                 ExitCode::SUCCESS
             })
         }),
+    }
+}
+
+/// A confined server's tool error that reads like a refused file (`EACCES`, a read-only
+/// file system) gets a note on stderr saying how the server runs and which keys allow
+/// more: the sandbox, not the server, is then the likely cause. Only a hint for the
+/// person at the terminal; the result itself is printed as the server sent it.
+fn refused_by_sandbox_note(
+    config: &edgar_host::config::Config,
+    tool: &str,
+    content: &[edgar_host::guard::ContentBlock],
+) {
+    const REFUSALS: &[&str] = &[
+        "EACCES",
+        "EPERM",
+        "EROFS",
+        "Permission denied",
+        "permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+    ];
+    let server = tool
+        .split_once('/')
+        .or_else(|| tool.split_once("__"))
+        .map_or(tool, |(s, _)| s);
+    let Some(spec) = config.server(server) else {
+        return;
+    };
+    if !matches!(spec.sandbox, edgar_host::config::Sandbox::On(_)) {
+        return;
+    }
+    let refused = content.iter().any(|b| match b {
+        edgar_host::guard::ContentBlock::Text { text } => REFUSALS.iter().any(|r| text.contains(r)),
+        _ => false,
+    });
+    if refused {
+        eprintln!(
+            "note: {server} runs {}: if it was refused a file it needs, allow it in its entry's \"sandbox\" (\"read\", \"write\") or set \"sandbox\": \"off\"",
+            edgar_host::mcp::client::confinement_line(spec)
+        );
     }
 }
 
