@@ -250,16 +250,17 @@ impl Named {
             None => PathBuf::from(c),
         };
         let mut read = Vec::new();
-        // The program and each path its arguments name, as written and as found.
+        // The program and each path its arguments name, as written and as found; `true`
+        // for the program.
         let mut named = Vec::new();
         if program.command.contains('/') {
-            named.push(against(program.command));
+            named.push((against(program.command), true));
         }
         let found =
             crate::trust::policy::resolve_program(program.command, program.path, program.cwd);
         if let Some(p) = found {
             read.push(p.clone());
-            named.push(p);
+            named.push((p, true));
         }
         for a in program.args {
             let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
@@ -268,16 +269,16 @@ impl Named {
                 if p.is_absolute() && p.exists() {
                     read.push(p.clone());
                     if let Ok(found) = p.canonicalize() {
-                        named.push(found);
+                        named.push((found, false));
                     }
-                    named.push(p);
+                    named.push((p, false));
                 }
             }
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut installs: Vec<PathBuf> = named
             .iter()
-            .flat_map(|p| install::of(p, home.as_deref()))
+            .flat_map(|(p, program)| install::of(p, *program, home.as_deref()))
             .collect();
         installs.sort();
         installs.dedup();

@@ -16,9 +16,10 @@ use std::path::{Component, Path, PathBuf};
 /// The installs `path` (a program or a script an entry names, as written or with its
 /// links resolved) needs: the outermost `node_modules` above it, else the virtual
 /// environment whose `bin` holds it and the Python prefix that environment was made
-/// from; and the runtime prefix above it ([`runtime`]). Empty for a relative path or
-/// one with `..`. `home` is never returned, nor anything above it.
-pub(super) fn of(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+/// from; and, for the `program` itself (not a path its arguments name), the runtime
+/// above it ([`runtime`]). Empty for a relative path or one with `..`. `home` is never
+/// returned, nor anything above it.
+pub(super) fn of(path: &Path, program: bool, home: Option<&Path>) -> Vec<PathBuf> {
     let lexical = path.is_absolute()
         && !path
             .components()
@@ -35,7 +36,9 @@ pub(super) fn of(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         }
         out.push(env);
     }
-    out.extend(runtime(path, home));
+    if program {
+        out.extend(runtime(path, home));
+    }
     out.retain(|p| !is_system(p));
     out
 }
@@ -84,8 +87,9 @@ fn base_python(env: &Path) -> Option<PathBuf> {
 ///   environments): its `bin` and `lib`;
 /// - a Node.js prefix (`bin/node` beside `lib/node_modules`, as nvm lays it out): its
 ///   `bin/node`;
-/// - a version manager whose `shims` holds it (pyenv, rbenv, asdf, mise): the manager's
-///   directory, whose scripts and versions a shim runs.
+/// - a version manager whose `shims` holds it (pyenv, rbenv, asdf, mise: a directory
+///   with `versions` or `installs` beside its `shims`): the manager's directory, whose
+///   scripts and versions a shim runs.
 ///
 /// The walk stops below `home` and at the root: neither is ever a runtime.
 fn runtime(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
@@ -99,11 +103,10 @@ fn runtime(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
             break;
         }
         if dir.file_name().is_some_and(|n| n == "shims") {
-            return dir
-                .parent()
-                .filter(|manager| !above_home(manager))
-                .map(|manager| vec![manager.to_owned()])
-                .unwrap_or_default();
+            let manager = dir.parent().filter(|m| {
+                !above_home(m) && (m.join("versions").is_dir() || m.join("installs").is_dir())
+            });
+            return manager.map(|m| vec![m.to_owned()]).unwrap_or_default();
         }
         if dir.join("bin").is_dir() && has_python_stdlib(&dir.join("lib")) {
             return vec![dir.join("bin"), dir.join("lib")];
@@ -149,8 +152,8 @@ mod tests {
         let top = dir.path().join("lib/node_modules");
         let script = top.join("@scope/server/node_modules/inner/dist/index.js");
         touch(&script);
-        assert_eq!(of(&script, None), vec![top.clone()]);
-        assert_eq!(of(&top.join(".bin/server"), None), vec![top]);
+        assert_eq!(of(&script, true, None), vec![top.clone()]);
+        assert_eq!(of(&top.join(".bin/server"), true, None), vec![top]);
     }
 
     #[test]
@@ -168,19 +171,19 @@ mod tests {
         );
         std::fs::write(venv.join("pyvenv.cfg"), cfg).unwrap_or_else(|e| panic!("{e}"));
         let want = vec![prefix.join("bin"), prefix.join("lib"), venv.clone()];
-        assert_eq!(of(&venv.join("bin/mcp-server"), None), want);
-        assert_eq!(of(&venv.join("bin/python"), None), want);
+        assert_eq!(of(&venv.join("bin/mcp-server"), true, None), want);
+        assert_eq!(of(&venv.join("bin/python"), true, None), want);
         // The system's Python adds nothing: every server reads it anyway.
         std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(of(&venv.join("bin/python"), None), vec![venv.clone()]);
+        assert_eq!(of(&venv.join("bin/python"), true, None), vec![venv.clone()]);
         // A relative or missing `home` is not believed.
         std::fs::write(venv.join("pyvenv.cfg"), "home = ../../x/bin\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(of(&venv.join("bin/python"), None), vec![venv.clone()]);
+        assert_eq!(of(&venv.join("bin/python"), true, None), vec![venv.clone()]);
         // A `bin` without `pyvenv.cfg` beside it is no environment.
         assert_eq!(
-            of(&dir.path().join("bin/tool"), None),
+            of(&dir.path().join("bin/tool"), true, None),
             Vec::<PathBuf>::new()
         );
     }
@@ -194,14 +197,25 @@ mod tests {
         touch(&py.join("lib/python3.12/os.py"));
         touch(&py.join("bin/python3.12"));
         assert_eq!(
-            of(&py.join("bin/python3.12"), Some(h)),
+            of(&py.join("bin/python3.12"), true, Some(h)),
             vec![py.join("bin"), py.join("lib")]
         );
         // Its shim: the manager's whole directory (its scripts and versions).
         touch(&h.join(".pyenv/shims/python3"));
         assert_eq!(
-            of(&h.join(".pyenv/shims/python3"), Some(h)),
+            of(&h.join(".pyenv/shims/python3"), true, Some(h)),
             vec![h.join(".pyenv")]
+        );
+        // A path an argument names brings no runtime, nor does a `shims` directory
+        // without a manager's versions beside it.
+        assert_eq!(
+            of(&py.join("bin/python3.12"), false, Some(h)),
+            Vec::<PathBuf>::new()
+        );
+        touch(&h.join("work/shims/tool"));
+        assert_eq!(
+            of(&h.join("work/shims/tool"), true, Some(h)),
+            Vec::<PathBuf>::new()
         );
         // nvm's npx resolves into its npm: that node_modules, and the node beside it.
         let node = h.join(".nvm/versions/node/v24.1.0");
@@ -209,7 +223,7 @@ mod tests {
         let npx = node.join("lib/node_modules/npm/bin/npx-cli.js");
         touch(&npx);
         assert_eq!(
-            of(&npx, Some(h)),
+            of(&npx, true, Some(h)),
             vec![node.join("lib/node_modules"), node.join("bin/node")]
         );
     }
@@ -225,7 +239,7 @@ mod tests {
         touch(&h.join("lib/node_modules/.keep"));
         touch(&h.join("bin/node"));
         for p in ["bin/tool", "shims/python3", "bin/node", "work/x/run"] {
-            assert_eq!(of(&h.join(p), Some(h)), Vec::<PathBuf>::new(), "{p}");
+            assert_eq!(of(&h.join(p), true, Some(h)), Vec::<PathBuf>::new(), "{p}");
         }
     }
 
@@ -238,7 +252,7 @@ mod tests {
             "/srv/node_modules/../etc/x",
             "/node_modules",
         ] {
-            assert_eq!(of(Path::new(p), None), Vec::<PathBuf>::new(), "{p}");
+            assert_eq!(of(Path::new(p), true, None), Vec::<PathBuf>::new(), "{p}");
         }
     }
 }
