@@ -1201,6 +1201,71 @@ fn sigterm_lets_a_call_in_flight_finish_then_exits() {
     finish(team, &t);
 }
 
+/// A client that goes away in the middle of a call cuts it: the trail still has the
+/// call's line, `"error": "cancelled"`, and names the user it ran for (the line is
+/// written as the call's future is dropped, inside the user's scope).
+#[test]
+fn a_call_cut_when_its_client_goes_away_is_in_the_trail_with_its_user() {
+    let key = Key::es256();
+    let idp = Idp::start(vec![key.jwk("k")]);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let t = tag("cut");
+    let called = home.path().join("called");
+    let servers = json!({"f": {"command": FAKE, "args": ["good"],
+                               "env": {"EDGAR_TEST_TAG": t,
+                                       "FAKE_CALLED": called.display().to_string()}}});
+    let team = Team::start(home.path(), servers, json!({}), &idp);
+    let ada = key.token(Some("k"), &claims(&idp, &team.resource, "ada", &["eng"]));
+    team.call(&ada, 1, "tool_search", json!({"query": "echo"}));
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "f__echo",
+                                 "arguments": {"text": "never", "sleep_ms": 20000}}})
+    .to_string();
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", team.port)).unwrap_or_else(|e| panic!("{e}"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nauthorization: Bearer {ada}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        team.port,
+        body.len()
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Gone once the server is inside the call.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !called.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !called.exists() {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut got = String::new();
+        let _ = stream.read_to_string(&mut got);
+        panic!("the call never reached the server: {got}");
+    }
+    drop(stream);
+    let trail_path = home.path().join("state/audit.jsonl");
+    let cut = || {
+        std::fs::read_to_string(&trail_path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["event"] == "call" && l["name"] == "f__echo")
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while cut().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let line = cut().unwrap_or_else(|| {
+        panic!(
+            "no line for the cut call: {}",
+            std::fs::read_to_string(&trail_path).unwrap_or_default()
+        )
+    });
+    assert_eq!(line["error"], "cancelled", "{line}");
+    assert_eq!(line["user"], "ada", "{line}");
+    assert_eq!(line["server"], "f", "{line}");
+    finish(team, &t);
+}
+
 #[test]
 fn an_opaque_token_is_introspected_and_believed_only_as_the_answer_says() {
     let key = Key::es256();
