@@ -21,7 +21,9 @@ use tokio::sync::mpsc;
 
 use crate::mcp::client::Session;
 use crate::mcp::connection::LOGS;
-use crate::mcp::protocol::{self, META_SUBSCRIPTION_ID, METHOD_NOT_FOUND, MODERN, PROTOCOL};
+use crate::mcp::protocol::{
+    self, INVALID_PARAMS, META_SUBSCRIPTION_ID, METHOD_NOT_FOUND, MODERN, PROTOCOL,
+};
 use crate::telemetry::{Kind, Span};
 use crate::tools::search_tool::ToolSearch;
 
@@ -376,16 +378,24 @@ impl Gateway {
                     .get("progressToken")
                     .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
                 let progress = token.map(|t| progress_sink(t.clone(), tx.clone()));
-                // The server's log messages while the call runs reach this client too.
+                // The server's log messages while the call runs reach this client too,
+                // from the level a team's user asked for.
+                let least = self
+                    .team
+                    .as_ref()
+                    .and_then(|t| t.log_levels.least(caller.key()));
                 let call = self.call(caller, name, args, tx, progress);
-                LOGS.scope(log_sink(tx.clone()), call).await
+                LOGS.scope(log_sink(tx.clone(), least), call).await
             }
-            // One user's log level would be every user's: a team's is the gateway's own.
-            "logging/setLevel" if self.team.is_some() => Err((
-                METHOD_NOT_FOUND,
-                "a team gateway does not pass log levels on".to_owned(),
-            )
-                .into()),
+            // One user's log level would be every user's upstream: a team's user sets
+            // what their own calls bring back (`team/log_levels.rs`).
+            "logging/setLevel" if let Some(team) = &self.team => {
+                let level = params.get("level").and_then(Value::as_str).unwrap_or("");
+                team.log_levels
+                    .set(caller.key(), level)
+                    .map_err(|e| (INVALID_PARAMS, e))?;
+                Ok(json!({}))
+            }
             // Search-first, the servers running now are listed (listing starts nothing);
             // a get or read starts the one server it names. A team's policy decides
             // what each user sees and gets.

@@ -942,7 +942,8 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
     let m = team.call(&ada, 5, "f__add", json!({"a": 40, "b": 2}));
     assert_eq!(text(&m), "42", "the server did not die: {m}");
 
-    // A URI that names no served server reaches none; a log level is not one user's.
+    // A URI that names no served server reaches none; a log level is the user's own
+    // (never passed upstream), and must be one of MCP's.
     let (_, m) = team.rpc(
         &ada,
         6,
@@ -951,7 +952,15 @@ fn two_users_calling_at_once_each_see_and_call_only_what_the_policy_permits() {
     );
     assert_eq!(m["error"]["code"], -32602, "{m}");
     let (_, m) = team.rpc(&ada, 7, "logging/setLevel", json!({"level": "debug"}));
-    assert_eq!(m["error"]["code"], -32601, "{m}");
+    assert_eq!(m["result"], json!({}), "{m}");
+    let (_, m) = team.rpc(&ada, 8, "logging/setLevel", json!({"level": "loud"}));
+    assert_eq!(m["error"]["code"], -32602, "{m}");
+    assert!(
+        m["error"]["message"]
+            .as_str()
+            .is_some_and(|t| t.contains("'loud' is not a log level")),
+        "{m}"
+    );
 
     // The audit trail names the right user for every call, and the denial.
     let trail = std::fs::read_to_string(home.path().join("state/audit.jsonl"))

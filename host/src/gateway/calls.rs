@@ -233,10 +233,19 @@ pub(super) fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> Progress
     })
 }
 
-/// Passes an upstream server's log messages (checked by the connection) to the client.
+/// Passes an upstream server's log messages (checked by the connection) to the client,
+/// those at least as severe as `least` when it is set (a team user's own level).
 /// Lossy like progress: a client that reads slower than the server logs misses some.
-pub(super) fn log_sink(tx: mpsc::Sender<Vec<u8>>) -> LogSink {
+pub(super) fn log_sink(tx: mpsc::Sender<Vec<u8>>, least: Option<u8>) -> LogSink {
     Arc::new(move |message: Value| {
+        let severity = message["level"]
+            .as_str()
+            .and_then(super::team::log_levels::severity);
+        if let (Some(least), Some(severity)) = (least, severity)
+            && severity < least
+        {
+            return;
+        }
         let _ = tx.try_send(protocol::notification("notifications/message", message));
     })
 }
@@ -249,4 +258,32 @@ fn failure(e: &McpError) -> String {
 
 pub(super) fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_level_keeps_only_messages_at_least_as_severe() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let sink = log_sink(
+            tx.clone(),
+            super::super::team::log_levels::severity("warning"),
+        );
+        for level in ["debug", "info", "warning", "error", "odd"] {
+            sink(json!({"level": level, "data": level}));
+        }
+        let mut got = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            let m: Value = serde_json::from_slice(&m).unwrap_or_default();
+            got.push(m["params"]["data"].as_str().unwrap_or_default().to_owned());
+        }
+        // A level the filter cannot place is passed on rather than lost.
+        assert_eq!(got, ["warning", "error", "odd"]);
+        // With no level set, everything.
+        let all = log_sink(tx, None);
+        all(json!({"level": "debug", "data": "d"}));
+        assert!(rx.try_recv().is_ok());
+    }
 }

@@ -15,6 +15,7 @@ pub mod browser;
 pub mod config;
 pub mod introspect;
 pub mod limits;
+pub mod log_levels;
 pub mod metrics;
 pub mod policy;
 pub mod tls;
@@ -85,6 +86,8 @@ pub struct Team {
     pub verifier: Verifier,
     pub policy: Policy,
     pub limits: Limits,
+    /// Each user's own `logging/setLevel`, filtering what their calls bring back.
+    pub log_levels: log_levels::LogLevels,
     pub metrics: Metrics,
     /// The audit trail replicas share, when the config names one: `/readyz` says not
     /// ready while it cannot be written.
@@ -122,6 +125,7 @@ impl Team {
         );
         Ok(Team {
             limits: Limits::new(&config.rate_limits),
+            log_levels: Default::default(),
             metrics: Metrics::default(),
             verifier,
             policy,
