@@ -238,9 +238,7 @@ pub(super) fn progress_sink(token: Value, tx: mpsc::Sender<Vec<u8>>) -> Progress
 /// Lossy like progress: a client that reads slower than the server logs misses some.
 pub(super) fn log_sink(tx: mpsc::Sender<Vec<u8>>, least: Option<u8>) -> LogSink {
     Arc::new(move |message: Value| {
-        let severity = message["level"]
-            .as_str()
-            .and_then(super::team::log_levels::severity);
+        let severity = message["level"].as_str().and_then(protocol::log_severity);
         if let (Some(least), Some(severity)) = (least, severity)
             && severity < least
         {
@@ -267,10 +265,7 @@ mod tests {
     #[test]
     fn a_users_level_keeps_only_messages_at_least_as_severe() {
         let (tx, mut rx) = mpsc::channel(8);
-        let sink = log_sink(
-            tx.clone(),
-            super::super::team::log_levels::severity("warning"),
-        );
+        let sink = log_sink(tx.clone(), protocol::log_severity("warning"));
         for level in ["debug", "info", "warning", "error", "odd"] {
             sink(json!({"level": level, "data": level}));
         }

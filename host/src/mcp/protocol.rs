@@ -61,6 +61,24 @@ pub const MAX_CONTROL_BYTES: usize = 1 << 20;
 /// Most messages in one JSON-RPC batch.
 pub const MAX_BATCH: usize = 1000;
 
+/// The levels of `notifications/message` and `logging/setLevel`, least severe first
+/// (RFC 5424's, as MCP names them).
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// How severe a log `level` is (`debug` is 0), if it is one of [`LOG_LEVELS`].
+pub fn log_severity(level: &str) -> Option<u8> {
+    LOG_LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
+}
+
 /// One message from a server.
 #[derive(Debug)]
 pub enum Incoming {

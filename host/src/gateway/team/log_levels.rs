@@ -7,23 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// The levels of `notifications/message`, least severe first (RFC 5424's, as MCP names
-/// them).
-const LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
-/// How severe `level` is (`debug` is 0), if it is one of MCP's.
-pub fn severity(level: &str) -> Option<u8> {
-    LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
-}
+use crate::mcp::protocol::{LOG_LEVELS, log_severity};
 
 /// The least severe level each user asked to hear, by `sub`.
 #[derive(Default)]
@@ -32,11 +16,11 @@ pub struct LogLevels(Mutex<HashMap<String, u8>>);
 impl LogLevels {
     /// Sets `user`'s level; an unknown level is refused, naming the ones there are.
     pub fn set(&self, user: &str, level: &str) -> Result<(), String> {
-        let Some(s) = severity(level) else {
+        let Some(s) = log_severity(level) else {
             return Err(format!(
                 "{} is not a log level (one of {})",
                 crate::text::shown(level),
-                LEVELS.join(", ")
+                LOG_LEVELS.join(", ")
             ));
         };
         self.levels().insert(user.to_owned(), s);
@@ -74,7 +58,7 @@ mod tests {
             Some(3),
             "a refused level changes nothing"
         );
-        assert_eq!(severity("emergency"), Some(7));
-        assert_eq!(severity("WARNING"), None);
+        assert_eq!(log_severity("emergency"), Some(7));
+        assert_eq!(log_severity("WARNING"), None);
     }
 }

@@ -122,18 +122,8 @@ const MAX_LOG_DATA: usize = 4 << 10;
 /// protocol's eight, a short logger name, and `data` (a string made safe to show, other
 /// JSON as it is when small); `None` for anything else.
 pub(super) fn log_message(params: &Value) -> Option<Value> {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
     let level = params.get("level").and_then(Value::as_str)?;
-    if !LEVELS.contains(&level) {
+    if !protocol::LOG_LEVELS.contains(&level) {
         return None;
     }
     let data = match params.get("data")? {
