@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{HostPort, Net, SandboxProfile};
 
 mod install;
+mod launcher;
 #[cfg(target_os = "linux")]
 mod netns;
 pub(crate) mod proxy;
@@ -41,52 +42,6 @@ const SYSTEM_READ: &[&str] = &[
 ];
 /// Device files every server may write.
 const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
-
-/// What a launcher needs beyond the system, relative to the home: its caches, written.
-/// The first `made` of them are made when missing, for a launcher that fetches packages
-/// at its start (a cold `uvx` or `npx -y` cannot make them in a home it may not write).
-fn launcher_dirs(program: &str) -> (usize, &'static [&'static str]) {
-    const JS: &[&str] = &[
-        ".npm",
-        ".cache/node",
-        ".cache/yarn",
-        ".local/share/pnpm",
-        ".bun",
-    ];
-    let name = Path::new(program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(program);
-    match name {
-        "npx" | "npm" => (1, JS),
-        "node" => (0, JS),
-        "pnpm" => (1, &[".local/share/pnpm", ".npm", ".cache/node"]),
-        "yarn" => (1, &[".cache/yarn", ".npm", ".cache/node"]),
-        "bun" | "bunx" => (1, &[".bun", ".npm"]),
-        // uv keeps its tools' environments in its data directory.
-        "uvx" | "uv" => (2, &[".cache/uv", ".local/share/uv"]),
-        "pipx" => (1, &[".local/share/pipx", ".local/pipx", ".cache/pipx"]),
-        n if n.starts_with("python") => (0, &[".cache/pip"]),
-        _ => (0, &[]),
-    }
-}
-
-/// Where a launcher's directory `rel` (written as under a default home) is: under
-/// `XDG_CACHE_HOME` or `XDG_DATA_HOME` when set (the server gets them too), else `home`.
-fn in_home(home: &Path, rel: &str) -> PathBuf {
-    for (default, var) in [
-        (".cache/", "XDG_CACHE_HOME"),
-        (".local/share/", "XDG_DATA_HOME"),
-    ] {
-        if let Some(rest) = rel.strip_prefix(default)
-            && let Some(base) = std::env::var_os(var).map(PathBuf::from)
-            && base.is_absolute()
-        {
-            return base.join(rest);
-        }
-    }
-    home.join(rel)
-}
 
 /// One line for a human: how this server runs.
 pub fn describe(profile: &SandboxProfile) -> String {
@@ -327,17 +282,7 @@ pub fn prepare(
         rules.read.push(d.to_owned());
     }
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-        let (made, dirs) = launcher_dirs(command);
-        let dirs: Vec<PathBuf> = dirs.iter().map(|d| in_home(&home, d)).collect();
-        for own in dirs.iter().take(made) {
-            use std::os::unix::fs::DirBuilderExt;
-            // Failing here is not fatal: the launcher then says what it could not make.
-            let _ = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(own);
-        }
-        rules.write.extend(dirs.into_iter().filter(|p| p.exists()));
+        rules.write.extend(launcher::caches(command, &home));
     }
     rules.read.extend(profile.read.iter().cloned());
     rules.write.extend(profile.write.iter().cloned());
