@@ -1,8 +1,7 @@
 //! Each team user's own log level. `logging/setLevel` at a team gateway is never passed
 //! upstream, where one user's level would be every user's; it filters the log messages
-//! that user's own calls bring back instead. Kept per user in this replica's memory: a
-//! user whose requests reach several replicas sets it at each (a client sets it once
-//! per session, and a session stays on its replica).
+//! that user's own calls bring back instead. Kept per user in this replica's memory, not
+//! in the shared state: calls another replica runs bring every level (more, never less).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
