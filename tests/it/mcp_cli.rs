@@ -382,6 +382,37 @@ fn a_changed_command_invalidates_the_cache_and_a_corrupt_entry_is_rebuilt() {
     assert_eq!(r.stdout.lines().count(), 6, "{}{}", r.stdout, r.stderr);
 }
 
+/// A failed server is left alone for a while, but an edit of the file its entry is in
+/// (here the `env` value it was missing, which does not change the command's digest)
+/// may be the fix: the next listing starts it again.
+#[test]
+fn an_edited_entry_is_tried_again_at_once() {
+    let h = home();
+    let entry = |ok: &str| {
+        json!({"s": {"command": "sh",
+                     "args": ["-c", format!("[ -n \"$OK\" ] || {{ echo 'OK is not set' >&2; exit 3; }}; exec {FAKE} good")],
+                     "env": {"OK": ok}}})
+    };
+    user_config(h.path(), entry(""));
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert!(r.stderr.contains("OK is not set"), "{}", r.stderr);
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert!(r.stderr.contains("not started again"), "held: {}", r.stderr);
+    user_config(h.path(), entry("1"));
+    // Written within the failure's second would read as older: the edit is dated after.
+    let file = h.path().join("config/edgar/mcp.json");
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| {
+            f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(2))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run(EDGAR, h.path(), &["mcp", "tools"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("s__echo"), "{}{}", r.stdout, r.stderr);
+}
+
 #[test]
 fn tool_filters_apply_without_rediscovery() {
     let h = home();

@@ -414,8 +414,17 @@ impl ToolCache {
         }
     }
 
+    /// The server's last failure, unless the file its entry is in changed since: an
+    /// edit there (an `env` value, a `"sandbox"`, a header) may be the fix, and the
+    /// record is keyed by the command or URL only.
     pub fn read_failure(&self, spec: &ServerSpec) -> Option<Failure> {
-        read_json(&self.record_path("failed", spec)?)
+        let failure: Failure = read_json(&self.record_path("failed", spec)?)?;
+        let edited = std::fs::metadata(&spec.source)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .is_some_and(|t| t.as_secs() > failure.at);
+        (!edited).then_some(failure)
     }
 
     pub fn write_failure(&self, spec: &ServerSpec, failure: &Failure) {
@@ -544,5 +553,35 @@ mod tests {
             keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2],
             "{keys:?}"
         );
+    }
+
+    #[test]
+    fn a_failure_is_held_until_the_file_of_its_entry_changes() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cache = ToolCache::new(Some(d.path()));
+        let file = d.path().join("mcp.json");
+        std::fs::write(&file, "{}").unwrap_or_else(|e| panic!("{e}"));
+        let mut spec = ServerSpec::http("s", "https://example.com/mcp");
+        spec.source = file.clone();
+        let written = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |t| t.as_secs());
+        let failure = |at: u64| Failure {
+            reason: "it exited".into(),
+            at,
+            needs_login: false,
+            challenge: None,
+        };
+        // Failed after the file was written (or in the same second): held.
+        cache.write_failure(&spec, &failure(written));
+        assert!(cache.read_failure(&spec).is_some());
+        // The file changed after the failure: the edit may be the fix.
+        cache.write_failure(&spec, &failure(written - 5));
+        assert!(cache.read_failure(&spec).is_none());
+        // An entry of no file (the embedded default) keeps its failure.
+        spec.source = std::path::PathBuf::new();
+        assert!(cache.read_failure(&spec).is_some());
     }
 }
