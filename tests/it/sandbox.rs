@@ -886,8 +886,9 @@ fn a_cold_uvx_fetches_its_server_through_the_proxy() {
                         "startup_timeout_sec": 120,
                         "sandbox": {"net": net}}})
     };
-    // The tests' home puts caches under `~/cache` (XDG_CACHE_HOME): uv's goes there.
-    let cache = h.path().join("cache/uv");
+    // The server's own cache, under the tests' `XDG_CACHE_HOME` (`~/cache`); the user's
+    // uv cache is never made or written.
+    let cache = h.path().join("cache/edgar-sandbox");
     user_config(h.path(), entry(json!(["pypi.org:443"])));
     let r = run(EDGAR, h.path(), &["mcp", "tools", "time"], b"");
     assert_ne!(r.code, Some(0), "{}", r.stdout);
@@ -908,7 +909,44 @@ fn a_cold_uvx_fetches_its_server_through_the_proxy() {
         json!({"timezone": "UTC"}),
     );
     assert!(out.contains("\"timezone\": \"UTC\""), "{out}");
-    assert!(cache.is_dir(), "uv's cache was made where the server looks");
+    let own = std::fs::read_dir(&cache)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().join("uv/cache").is_dir())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(own, 1, "uv's cache is the server's own");
+    assert!(!h.path().join("cache/uv").exists() && !h.path().join(".local/share/uv").exists());
+}
+
+/// A confined launcher (`npx` here) could plant code in the user's npm cache that their
+/// own unconfined `npx` later runs; it gets a cache of its own instead, and the
+/// user's is out of its reach.
+#[test]
+fn a_confined_launcher_writes_its_own_cache_never_the_users() {
+    let h = Home::new();
+    let p = |rel: &str| h.path().join(rel).display().to_string();
+    let npx = h.path().join("bin/npx");
+    std::fs::create_dir_all(h.path().join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(FAKE, &npx).unwrap_or_else(|e| panic!("{e}"));
+    write(&h.path().join(".npm/_npx/keep"), "");
+    user_config(
+        h.path(),
+        json!({"h": {"command": npx.display().to_string(), "args": ["good"],
+                     "sandbox": {"read": ["~/allowed"], "net": "none"},
+                     "env": {"FAKE_TOOLS": p("allowed/tools.json")}}}),
+    );
+    let planted = p(".npm/_npx/planted");
+    let out = h.probe(json!({"write": [planted]}));
+    assert!(!allowed(&out, &format!("write {planted}")), "{out}");
+    let own: Vec<PathBuf> = std::fs::read_dir(h.path().join("cache/edgar-sandbox"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(own.len(), 1, "{own:?}");
+    let mine = own[0].join("made").display().to_string();
+    let out = h.probe(json!({"write": [mine]}));
+    assert!(allowed(&out, &format!("write {mine}")), "{out}");
 }
 
 /// server-memory writes its file beside its script unless told otherwise: confined, its

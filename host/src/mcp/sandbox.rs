@@ -121,6 +121,8 @@ pub struct Prepared {
     egress: Option<Outside>,
     /// The user's own install read with its program ([`own_installs`]), as found here.
     pub installs: Vec<PathBuf>,
+    /// The variables that point its launchers at its own caches (`sandbox/launcher.rs`).
+    pub cache_env: Vec<(&'static str, PathBuf)>,
 }
 
 /// edgar's side of a host list: where the namespace's listeners arrive, and the hosts.
@@ -281,8 +283,11 @@ pub fn prepare(
     if let Some(d) = cwd {
         rules.read.push(d.to_owned());
     }
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-        rules.write.extend(launcher::caches(command, &home));
+    // Its launchers' caches are its own, never the user's (`sandbox/launcher.rs`).
+    let caches = std::env::var_os("HOME")
+        .and_then(|home| launcher::private(command, program.args, Path::new(&home)));
+    if let Some(c) = &caches {
+        rules.write.push(c.dir.clone());
     }
     rules.read.extend(profile.read.iter().cloned());
     rules.write.extend(profile.write.iter().cloned());
@@ -298,7 +303,11 @@ pub fn prepare(
     };
     let read = expand(&rules.read);
     let write = expand(&rules.write);
-    build(profile, read, write).map(|p| Prepared { installs, ..p })
+    build(profile, read, write).map(|p| Prepared {
+        installs,
+        cache_env: caches.map(|c| c.env).unwrap_or_default(),
+        ..p
+    })
 }
 
 impl Prepared {
@@ -404,6 +413,7 @@ fn build(
         netns,
         egress,
         installs: Vec::new(),
+        cache_env: Vec::new(),
     })
 }
 

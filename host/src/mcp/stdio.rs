@@ -195,6 +195,10 @@ impl Stdio {
             .as_mut()
             .map(|c| std::mem::take(&mut c.installs))
             .unwrap_or_default();
+        let cache_env = confinement
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.cache_env))
+            .unwrap_or_default();
         let cwd = match (s.cwd, &workdir) {
             (Some(cwd), _) => cwd,
             (None, Some(dir)) => dir.path(),
@@ -214,6 +218,8 @@ impl Stdio {
         {
             cmd.env("TMPDIR", dir.path());
         }
+        // Before the entry's own `env`, which may point a launcher elsewhere on purpose.
+        cmd.envs(cache_env);
         cmd.args(s.args)
             .envs(s.env)
             .current_dir(cwd)

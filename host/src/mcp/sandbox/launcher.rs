@@ -1,68 +1,63 @@
-//! The caches a launcher (`npx`, `uvx`, `pipx`, ...) writes in the home, which a
-//! confined server running it may write: only those, never the rest of the home.
+//! A confined server's own caches. A launcher (`npx -y`, `uvx`, `pipx run`, `pnpm dlx`,
+//! `bunx`) fetches packages into a cache and runs code from it later; the user's own
+//! caches are where their unconfined tools run code from, so a confined server that
+//! could write them could plant code that runs outside its confinement. Each confined
+//! server gets a directory of its own instead, keyed by its command and arguments, and
+//! its launchers are pointed at it by their own variables (not `XDG_*`, which a server
+//! may read its data by). It is the only place in the home a server writes that its
+//! profile does not name.
 
 use std::path::{Path, PathBuf};
 
-/// The caches `command` writes, as they are on disk: each made first when the launcher
-/// fetches packages at its start and its own is missing (0700).
-pub(super) fn caches(command: &str, home: &Path) -> Vec<PathBuf> {
-    let (made, dirs) = dirs(command);
-    let dirs: Vec<PathBuf> = dirs.iter().map(|d| in_home(home, d)).collect();
-    for own in dirs.iter().take(made) {
+/// What each launcher reads for where its caches are, and the directory under the
+/// server's own that each gets.
+const POINTED: &[(&str, &str)] = &[
+    ("npm_config_cache", "npm"),
+    ("npm_config_store_dir", "pnpm-store"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+    ("BUN_INSTALL_CACHE_DIR", "bun"),
+    ("UV_CACHE_DIR", "uv/cache"),
+    ("UV_TOOL_DIR", "uv/tools"),
+    ("UV_PYTHON_INSTALL_DIR", "uv/python"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("PIPX_HOME", "pipx"),
+];
+
+/// A confined server's own cache directory and the variables that point its launchers
+/// there.
+pub(super) struct Caches {
+    pub dir: PathBuf,
+    pub env: Vec<(&'static str, PathBuf)>,
+}
+
+/// The caches of the server that runs `command` with `args`:
+/// `<XDG_CACHE_HOME or ~/.cache>/edgar-sandbox/<digest>`, made (0700) if missing.
+/// `None` without a home, or when it cannot be made (a launcher then says what it
+/// could not write).
+pub(super) fn private(command: &str, args: &[String], home: &Path) -> Option<Caches> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".cache"));
+    let identity = std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\0");
+    let key = crate::digest::sha256_hex(identity.as_bytes());
+    let dir = base.join("edgar-sandbox").join(&key[..16]);
+    {
         use std::os::unix::fs::DirBuilderExt;
-        // Failing here is not fatal: the launcher then says what it could not make.
-        let _ = std::fs::DirBuilder::new()
+        std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(own);
+            .create(&dir)
+            .ok()?;
     }
-    dirs.into_iter().filter(|p| p.exists()).collect()
-}
-
-/// What a launcher needs beyond the system, relative to the home: its caches, written.
-/// The first `made` of them are made when missing, for a launcher that fetches packages
-/// at its start (a cold `uvx` or `npx -y` cannot make them in a home it may not write).
-fn dirs(program: &str) -> (usize, &'static [&'static str]) {
-    const JS: &[&str] = &[
-        ".npm",
-        ".cache/node",
-        ".cache/yarn",
-        ".local/share/pnpm",
-        ".bun",
-    ];
-    let name = Path::new(program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(program);
-    match name {
-        "npx" | "npm" => (1, JS),
-        "node" => (0, JS),
-        "pnpm" => (1, &[".local/share/pnpm", ".npm", ".cache/node"]),
-        "yarn" => (1, &[".cache/yarn", ".npm", ".cache/node"]),
-        "bun" | "bunx" => (1, &[".bun", ".npm"]),
-        // uv keeps its tools' environments in its data directory.
-        "uvx" | "uv" => (2, &[".cache/uv", ".local/share/uv"]),
-        "pipx" => (1, &[".local/share/pipx", ".local/pipx", ".cache/pipx"]),
-        n if n.starts_with("python") => (0, &[".cache/pip"]),
-        _ => (0, &[]),
-    }
-}
-
-/// Where a launcher's directory `rel` (written as under a default home) is: under
-/// `XDG_CACHE_HOME` or `XDG_DATA_HOME` when set (the server gets them too), else `home`.
-fn in_home(home: &Path, rel: &str) -> PathBuf {
-    for (default, var) in [
-        (".cache/", "XDG_CACHE_HOME"),
-        (".local/share/", "XDG_DATA_HOME"),
-    ] {
-        if let Some(rest) = rel.strip_prefix(default)
-            && let Some(base) = std::env::var_os(var).map(PathBuf::from)
-            && base.is_absolute()
-        {
-            return base.join(rest);
-        }
-    }
-    home.join(rel)
+    let env = POINTED
+        .iter()
+        .map(|(var, sub)| (*var, dir.join(sub)))
+        .collect();
+    Some(Caches { dir, env })
 }
 
 #[cfg(test)]
@@ -70,20 +65,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fetching_launcher_gets_its_own_cache_made_and_nothing_else_is() {
+    fn each_server_gets_a_private_cache_that_its_launchers_are_pointed_at() {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let h = home.path();
-        // `node` runs what is installed: nothing is made for it.
-        assert_eq!(caches("/usr/bin/node", h), Vec::<PathBuf>::new());
-        assert!(!h.join(".npm").exists());
-        // `npx -y` fetches: its cache is made, private, and only that one.
-        assert_eq!(caches("npx", h), vec![h.join(".npm")]);
-        let mode = std::fs::metadata(h.join(".npm"))
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let a = private("npx", &args(&["-y", "pkg-a"]), h);
+        let b = private("npx", &args(&["-y", "pkg-b"]), h);
+        let (Some(a), Some(b)) = (a, b) else {
+            panic!("no private cache was made");
+        };
+        assert_ne!(a.dir, b.dir, "two servers share nothing");
+        let mode = std::fs::metadata(&a.dir)
             .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
             .unwrap_or_default();
         assert_eq!(mode, 0o700);
-        assert!(!h.join(".cache/yarn").exists() && !h.join(".bun").exists());
-        // An unknown program writes nothing of the home.
-        assert_eq!(caches("my-server", h), Vec::<PathBuf>::new());
+        let npm = a.env.iter().find(|(k, _)| *k == "npm_config_cache");
+        assert_eq!(npm.map(|(_, p)| p.clone()), Some(a.dir.join("npm")));
+        assert!(a.env.iter().all(|(_, p)| p.starts_with(&a.dir)));
+        // The same server again: the same cache, so a warm start stays warm.
+        let again = private("npx", &args(&["-y", "pkg-a"]), h).map(|c| c.dir);
+        assert_eq!(again, Some(a.dir.clone()));
+        // The user's own caches are not made.
+        assert!(!h.join(".npm").exists() && !h.join(".cache/uv").exists());
     }
 }
