@@ -232,6 +232,14 @@ impl Named {
                 }
             }
         }
+        // A project's entry gets no install: the files its paths lead to (a
+        // `pyvenv.cfg`) are not even read.
+        if !program.users_own {
+            return Named {
+                read,
+                installs: Vec::new(),
+            };
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut installs: Vec<PathBuf> = named
             .iter()
@@ -246,9 +254,6 @@ impl Named {
 /// The installs a user's own server reads with its program (`sandbox/install.rs`), for
 /// showing how it runs; empty for a project's entry.
 pub fn own_installs(program: &Program<'_>) -> Vec<PathBuf> {
-    if !program.users_own {
-        return Vec::new();
-    }
     Named::of(program).installs
 }
 
@@ -262,23 +267,14 @@ pub fn prepare(
     workdir: &Path,
     protected: &[PathBuf],
 ) -> Result<Prepared, String> {
-    let Program {
-        command,
-        cwd,
-        users_own,
-        ..
-    } = *program;
+    let Program { command, cwd, .. } = *program;
     let mut rules = Rules::default();
     for p in SYSTEM_READ {
         rules.read.push(PathBuf::from(p));
     }
     let named = Named::of(program);
     rules.read.extend(named.read);
-    let installs = if users_own {
-        named.installs
-    } else {
-        Vec::new()
-    };
+    let installs = named.installs;
     rules.read.extend(installs.iter().cloned());
     if let Some(d) = cwd {
         rules.read.push(d.to_owned());

@@ -70,9 +70,16 @@ fn venv(path: &Path) -> Option<PathBuf> {
 }
 
 /// The directory of the Python a virtual environment was made from: its `pyvenv.cfg`'s
-/// `home` (an absolute path; anything else is not believed).
+/// `home` (an absolute path; anything else is not believed). Only the file's first
+/// 16 KiB are read (a real one is a few lines).
 fn base_python(env: &Path) -> Option<PathBuf> {
-    let cfg = std::fs::read_to_string(env.join("pyvenv.cfg")).ok()?;
+    use std::io::Read as _;
+    let mut cfg = String::new();
+    std::fs::File::open(env.join("pyvenv.cfg"))
+        .ok()?
+        .take(16 << 10)
+        .read_to_string(&mut cfg)
+        .ok()?;
     cfg.lines().find_map(|line| {
         let (key, value) = line.split_once('=')?;
         let dir = Path::new(value.trim());
