@@ -158,7 +158,31 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Whatever a server writes, what a human is shown of it holds no control or
+        /// invisible character, is one line, and is bounded where it says it is.
+        #[test]
+        fn no_text_shows_an_invisible_character(s in any::<String>(), max in 1..200usize) {
+            for out in [shown(&s), shown_up_to(&s, max), visible(&s), shown_message(&s)] {
+                prop_assert!(!out.chars().any(unsafe_to_show), "{out:?}");
+                prop_assert!(!out.contains(['\n', '\r']));
+            }
+            prop_assert!(shown(&s).len() <= 80 + 10 + 3 + 1);
+            prop_assert!(shown_up_to(&s, max).len() <= max + 10 + 3 + 1);
+            prop_assert!(shown_message(&s).len() <= 300 + 3);
+            // Text with nothing to escape is shown as it is.
+            if !s.chars().any(unsafe_to_show) {
+                prop_assert_eq!(visible(&s), s.clone());
+                if s.len() < 80 {
+                    prop_assert_eq!(shown(&s), format!("'{s}'"));
+                }
+            }
+        }
+    }
 
     #[test]
     fn one_is_singular_and_every_other_count_plural() {

@@ -218,7 +218,70 @@ fn read_value(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// `value` as an RFC 9110 quoted-string.
+    fn quote(value: &str) -> String {
+        let mut out = String::from('"');
+        for c in value.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+        out
+    }
+
+    proptest! {
+        /// A `Bearer` challenge however a server writes it (parameters in any order,
+        /// any letter case, quoted with escapes or bare, spaces around `=`, after
+        /// another scheme's challenge, unknown parameters beside) reads back to its
+        /// values; and no header value, however broken, panics the parser.
+        #[test]
+        fn a_bearer_challenge_reads_back_however_it_is_written(
+            values in proptest::collection::vec(proptest::option::of("[ -~]{0,40}"), 4),
+            order in Just(vec![0usize, 1, 2, 3]).prop_shuffle(),
+            bare in any::<[bool; 4]>(),
+            upper in any::<[bool; 4]>(),
+            spaced in any::<bool>(),
+            before in prop_oneof![Just(""), Just("Basic realm=\"a, b\", "), Just("DPoP algs=\"ES256\", "), Just("Negotiate abc==, ")],
+            scheme in prop_oneof![Just("Bearer"), Just("bearer"), Just("BEARER")],
+            extra in proptest::option::of("[a-z_]{1,8}"),
+        ) {
+            let names = ["resource_metadata", "scope", "error", "error_description"];
+            let mut params = Vec::new();
+            for i in order {
+                let Some(value) = &values[i] else { continue };
+                let name = if upper[i] { names[i].to_ascii_uppercase() } else { names[i].to_owned() };
+                // A bare token cannot be empty or hold separators.
+                let token = !value.is_empty()
+                    && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/:".contains(&b));
+                let written = if bare[i] && token { value.clone() } else { quote(value) };
+                let eq = if spaced { " = " } else { "=" };
+                params.push(format!("{name}{eq}{written}"));
+            }
+            if let Some(extra) = &extra && !names.contains(&extra.as_str()) {
+                params.push(format!("{extra}=\"x, y\""));
+            }
+            let header = format!("{before}{scheme} {}", params.join(", "));
+            let read = Challenge::parse([header.as_str()]);
+            let expected = Challenge {
+                resource_metadata: values[0].clone(),
+                scope: values[1].clone(),
+                error: values[2].clone(),
+                error_description: values[3].clone(),
+            };
+            prop_assert_eq!(read, Some(expected), "{}", header);
+        }
+
+        #[test]
+        fn no_header_value_panics_the_parser(value in any::<String>()) {
+            let _ = Challenge::parse([value.as_str()]);
+        }
+    }
 
     #[test]
     fn the_suites_headers() {

@@ -231,32 +231,49 @@ impl Team {
 
     /// The `WWW-Authenticate` value for a refusal (RFC 6750 §3, RFC 9728 §5.1).
     pub fn challenge(&self, refusal: &Refusal) -> String {
-        let metadata = self.config.metadata_url();
-        let mut value = format!("Bearer resource_metadata=\"{metadata}\"");
-        let scope = |scopes: &[String]| scopes.join(" ").replace(['"', '\\'], "");
-        match refusal {
-            Refusal::Missing | Refusal::Unavailable(_) => {}
-            Refusal::Invalid(why) => {
-                let why = why.replace(['"', '\\'], "'");
-                value.push_str(&format!(
-                    ", error=\"invalid_token\", error_description=\"{why}\""
-                ));
-            }
-            Refusal::Scope(missing) => {
-                value.push_str(&format!(
-                    ", error=\"insufficient_scope\", scope=\"{}\"",
-                    scope(missing)
-                ));
-            }
-        }
-        if matches!(refusal, Refusal::Missing) && !self.config.scopes_supported.is_empty() {
+        challenge_value(
+            &self.config.metadata_url(),
+            refusal,
+            &self.config.scopes_supported,
+        )
+    }
+}
+
+/// The `WWW-Authenticate` value for a refusal. The refusal's reason may quote the token
+/// (a JWT header's `alg`, say), so it is written in RFC 6750's quoted-string alphabet
+/// (printable ASCII but `"` and `\`); a value outside that would make the header invalid,
+/// and the client would get its 401 without being told where to sign in.
+fn challenge_value(metadata: &str, refusal: &Refusal, scopes_supported: &[String]) -> String {
+    let quoted = |s: &str| -> String {
+        s.chars()
+            .map(|c| match c {
+                '"' | '\\' => '\'',
+                ' '..='~' => c,
+                _ => '?',
+            })
+            .collect()
+    };
+    let scope = |scopes: &[String]| quoted(&scopes.join(" "));
+    let mut value = format!("Bearer resource_metadata=\"{}\"", quoted(metadata));
+    match refusal {
+        Refusal::Missing | Refusal::Unavailable(_) => {}
+        Refusal::Invalid(why) => {
             value.push_str(&format!(
-                ", scope=\"{}\"",
-                scope(&self.config.scopes_supported)
+                ", error=\"invalid_token\", error_description=\"{}\"",
+                quoted(why)
             ));
         }
-        value
+        Refusal::Scope(missing) => {
+            value.push_str(&format!(
+                ", error=\"insufficient_scope\", scope=\"{}\"",
+                scope(missing)
+            ));
+        }
     }
+    if matches!(refusal, Refusal::Missing) && !scopes_supported.is_empty() {
+        value.push_str(&format!(", scope=\"{}\"", scope(scopes_supported)));
+    }
+    value
 }
 
 impl std::fmt::Debug for Team {
@@ -265,5 +282,54 @@ impl std::fmt::Debug for Team {
             .field("resource", &self.config.resource.as_str())
             .field("issuer", &self.config.issuer)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper::header::HeaderValue;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::auth::bearer::Challenge;
+
+    proptest! {
+        /// Whatever a refusal's reason holds, the challenge is a valid header value
+        /// that a client's parser reads back: where to sign in, the error, and the
+        /// reason in the quoted-string alphabet.
+        #[test]
+        fn every_challenge_is_a_header_a_client_reads_back(
+            why in any::<String>(),
+            scopes in proptest::collection::vec("[!#-\\[\\]-~]{1,12}", 0..4),
+            kind in 0..4u8,
+        ) {
+            let metadata = "https://gw.example/.well-known/oauth-protected-resource/mcp";
+            let refusal = match kind {
+                0 => Refusal::Missing,
+                1 => Refusal::Invalid(why.clone()),
+                2 => Refusal::Scope(scopes.clone()),
+                _ => Refusal::Unavailable(why.clone()),
+            };
+            let value = challenge_value(metadata, &refusal, &scopes);
+            prop_assert!(HeaderValue::from_str(&value).is_ok(), "not a header value: {value:?}");
+            let read = Challenge::parse([value.as_str()]).unwrap_or_default();
+            prop_assert_eq!(read.resource_metadata.as_deref(), Some(metadata));
+            match refusal {
+                Refusal::Invalid(_) => {
+                    prop_assert_eq!(read.error.as_deref(), Some("invalid_token"));
+                    let description = read.error_description.unwrap_or_default();
+                    prop_assert_eq!(description.chars().count(), why.chars().count());
+                    prop_assert!(description.chars().all(|c| (' '..='~').contains(&c) && c != '"' && c != '\\'));
+                }
+                Refusal::Scope(missing) => {
+                    prop_assert!(read.insufficient_scope());
+                    prop_assert_eq!(read.scope.unwrap_or_default(), missing.join(" "));
+                }
+                Refusal::Missing if !scopes.is_empty() => {
+                    prop_assert_eq!(read.scope.unwrap_or_default(), scopes.join(" "));
+                }
+                _ => prop_assert_eq!(read.error, None),
+            }
+        }
     }
 }
