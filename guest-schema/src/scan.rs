@@ -815,9 +815,12 @@ fn exfiltration(text: &str, lower: &str, path: &str, out: &mut Findings) {
     // E-mail addresses: a word with one `@` and a dot after it.
     let bytes = lower.as_bytes();
     for (at, _) in lower.match_indices('@') {
+        // Just after the last character that cannot be in an address (which may be
+        // several bytes long: `邮箱support@qq.com`).
         let start = lower[..at]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "._%+-".contains(c)))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || "._%+-".contains(c)))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let end = lower[at + 1..]
             .find(|c: char| !(c.is_ascii_alphanumeric() || ".-".contains(c)))
             .map_or(lower.len(), |i| at + 1 + i);

@@ -206,3 +206,22 @@ fn the_prefilter_finds_what_the_rules_find_in_any_case() {
     assert!(scan_text(&aws).iter().any(|f| f.rule.starts_with("aws")));
     assert!(scan_text(&aws.to_lowercase()).is_empty());
 }
+
+#[test]
+fn an_address_after_a_character_of_several_bytes_is_found_where_it_is() {
+    // Found by the fuzzer: the address's start was taken one byte after the character
+    // before it, inside `箱`, and the scan panicked (so the tool went unscanned).
+    for description in [
+        "联系我们：邮箱support@qq.com",
+        "Send it →attkr@pwnd.com now",
+        "\u{202e}x@evil.net",
+    ] {
+        let found = scan_tool("s", &tool(description));
+        let address = found
+            .iter()
+            .find(|f| f.rule == "address")
+            .unwrap_or_else(|| panic!("no address found in {description:?}: {found:?}"));
+        let text = &description[address.start as usize..address.end as usize];
+        assert!(text.contains('@') && text.is_ascii(), "{text:?}");
+    }
+}

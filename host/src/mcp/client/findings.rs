@@ -50,12 +50,29 @@ pub(super) fn judge_as(
         let found = match scanned {
             Ok(found) => found,
             Err(e) => {
-                // The guard's own checks stand; only the findings are missing.
-                tracing::warn!(
-                    server = spec.name,
-                    "{noun} {} not scanned: {e}",
-                    shown(&tool)
-                );
+                // A server can make a scan fail (a tool list past the time limit, input
+                // an adapter chokes on), so an unscanned item is judged as a high
+                // finding would be: held back by default, never offered as clean.
+                let act = action(spec, Severity::High);
+                if act != FindingAction::Ignore
+                    && let Some(audit) = audit
+                {
+                    let mut line = json!({"server": spec.name, "kind": "unscanned",
+                           "severity": "high", "rule": "scan-failed", "path": "",
+                           "action": if act == FindingAction::Quarantine { "quarantine" } else { "warn" }});
+                    line[noun] = json!(tool);
+                    audit.note("finding", line);
+                }
+                let why = format!("high unscanned (scan-failed): {e}");
+                match act {
+                    FindingAction::Quarantine => {
+                        flagged.insert(tool, why);
+                    }
+                    FindingAction::Warn => {
+                        tracing::warn!(server = spec.name, "{noun} {}: {why}", shown(&tool));
+                    }
+                    FindingAction::Ignore => {}
+                }
                 continue;
             }
         };
@@ -271,4 +288,32 @@ pub(super) fn screen_arguments(
         tracing::warn!(server = spec.name, "{what}; sent as the policy allows");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerSpec;
+    use crate::guard::Subject;
+
+    fn failed() -> Result<Vec<Finding>, GuardError> {
+        Err(GuardError::Failed {
+            subject: Subject::default(),
+            reason: "trapped".into(),
+        })
+    }
+
+    #[test]
+    fn a_tool_whose_scan_failed_is_judged_as_a_high_finding_would_be() {
+        let mut spec = ServerSpec::http("s", "https://example.com/mcp");
+        let flagged = judge(
+            &spec,
+            vec![("t".into(), failed()), ("u".into(), Ok(Vec::new()))],
+            None,
+        );
+        assert_eq!(flagged.keys().collect::<Vec<_>>(), ["t"]);
+        assert!(flagged["t"].contains("unscanned") && flagged["t"].contains("trapped"));
+        spec.tool_policy.findings.high = FindingAction::Warn;
+        assert!(judge(&spec, vec![("t".into(), failed())], None).is_empty());
+    }
 }
