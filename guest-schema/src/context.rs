@@ -124,7 +124,7 @@ fn object(json: &str) -> Result<serde_json::Map<String, Value>, String> {
             json.len()
         ));
     }
-    match serde_json::from_str(json) {
+    match crate::json::parse(json) {
         Ok(Value::Object(o)) => Ok(o),
         Ok(_) => Err("the item is not a JSON object".into()),
         Err(e) => Err(format!("the item is not JSON ({e})")),

@@ -11,6 +11,7 @@
 mod arena;
 mod context;
 mod convert;
+mod json;
 pub mod limits;
 mod lower;
 mod name;

@@ -31,7 +31,7 @@ pub fn to_result(result_json: &str) -> Result<ToolOutput, Rejection> {
             ),
         ));
     }
-    let result: Value = serde_json::from_str(result_json).map_err(|e| {
+    let result: Value = crate::json::parse(result_json).map_err(|e| {
         Rejection::new(
             RejectionKind::InvalidJson,
             format!("the result is not valid JSON: {e}"),

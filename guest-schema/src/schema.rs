@@ -38,7 +38,7 @@ pub fn to_schema(_server: &str, tool_json: &str) -> Result<AcceptedTool, Rejecti
             ),
         ));
     }
-    let tool: Value = serde_json::from_str(tool_json).map_err(|e| {
+    let tool: Value = crate::json::parse(tool_json).map_err(|e| {
         Rejection::new(
             RejectionKind::InvalidJson,
             format!("the tool is not valid JSON: {e}"),

@@ -3,7 +3,7 @@
 //! test`) and the fuzz targets in `fuzz/` (arbitrary input).
 
 use guest_schema::{
-    ContentBlock, MAX_FINDINGS, Provider, lower_schema, scan_text, scan_tool, to_prompt,
+    ContentBlock, Finding, MAX_FINDINGS, Provider, lower_schema, scan_text, scan_tool, to_prompt,
     to_resource, to_resource_template, to_result, to_schema, tool_name,
 };
 use serde_json::{Value, json};
@@ -16,12 +16,29 @@ fn parse(text: &str) -> Value {
 /// accepts is a fixpoint: the tool rebuilt from it is accepted again unchanged with
 /// nothing more dropped (else the first pass let through something the guard itself
 /// does not trust); each JSON Schema lowering is a fixpoint too, and Gemini's (OpenAPI's
-/// dialect, which is not lowered again) keeps its module's rules.
+/// dialect, which is not lowered again) keeps its module's rules. Each finding on an
+/// accepted tool lies on characters of the string its path names, as the host checks.
 pub fn tool(text: &str) {
-    assert!(scan_tool("s", text).len() <= MAX_FINDINGS + 1);
+    let findings = scan_tool("s", text);
+    assert!(findings.len() <= MAX_FINDINGS + 1);
     let Ok(first) = to_schema("s", text) else {
         return;
     };
+    // The host judges the findings of an accepted tool only, and checks them as
+    // `host/src/guard/findings.rs` does: the path names a string, or an object member
+    // whose key the span lies in.
+    let json = parse(text);
+    for f in &findings {
+        let target = match json.pointer(&f.path) {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) if !f.path.is_empty() => {
+                let last = f.path.rsplit('/').next().unwrap_or_default();
+                last.replace("~1", "/").replace("~0", "~")
+            }
+            _ => panic!("{f:?} names no string in {text}"),
+        };
+        span(f, &target, text);
+    }
     let input = parse(&first.input_schema);
     assert_eq!(
         input["type"], "object",
@@ -94,7 +111,12 @@ pub fn tool(text: &str) {
 
 /// One `tools/call` result through the guard's conversion and its findings scan.
 pub fn result(text: &str) {
-    assert!(scan_text(text).len() <= MAX_FINDINGS + 1);
+    let findings = scan_text(text);
+    assert!(findings.len() <= MAX_FINDINGS + 1);
+    for f in &findings {
+        assert!(f.path.is_empty(), "{f:?}");
+        span(f, text, text);
+    }
     let Ok(output) = to_result(text) else {
         return;
     };
@@ -123,6 +145,19 @@ pub fn context(text: &str) {
             "bad name {name:?} for {server:?} / {tool:?}"
         );
     }
+}
+
+/// A finding's span lies on characters of the string it names.
+fn span(f: &Finding, target: &str, input: &str) {
+    let (start, end) = (f.start as usize, f.end as usize);
+    assert!(
+        start < end
+            && end <= target.len()
+            && target.is_char_boundary(start)
+            && target.is_char_boundary(end),
+        "{f:?} does not lie on characters of its {}-byte string, in {input}",
+        target.len()
+    );
 }
 
 /// The subschemas directly below `schema`.
