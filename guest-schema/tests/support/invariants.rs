@@ -25,19 +25,21 @@ pub fn tool(text: &str) {
         return;
     };
     // The host judges the findings of an accepted tool only, and checks them as
-    // `host/src/guard/findings.rs` does: the path names a string, or an object member
-    // whose key the span lies in.
+    // `host/src/guard/findings.rs` does: the span lies in the string value the path
+    // names, or in the key that is its last segment.
     let json = parse(text);
     for f in &findings {
-        let target = match json.pointer(&f.path) {
-            Some(Value::String(s)) => s.clone(),
-            Some(_) if !f.path.is_empty() => {
-                let last = f.path.rsplit('/').next().unwrap_or_default();
-                last.replace("~1", "/").replace("~0", "~")
-            }
+        let value = match json.pointer(&f.path) {
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) if !f.path.is_empty() => None,
             _ => panic!("{f:?} names no string in {text}"),
         };
-        span(f, &target, text);
+        let key = f.path.rsplit('/').next().unwrap_or_default();
+        let key = (!f.path.is_empty()).then(|| key.replace("~1", "/").replace("~0", "~"));
+        assert!(
+            value.is_some_and(|v| fits(f, v)) || key.is_some_and(|k| fits(f, &k)),
+            "{f:?} lies on no characters of its value or key, in {text}"
+        );
     }
     let input = parse(&first.input_schema);
     assert_eq!(
@@ -115,7 +117,7 @@ pub fn result(text: &str) {
     assert!(findings.len() <= MAX_FINDINGS + 1);
     for f in &findings {
         assert!(f.path.is_empty(), "{f:?}");
-        span(f, text, text);
+        assert!(fits(f, text), "{f:?} lies on no characters of {text}");
     }
     let Ok(output) = to_result(text) else {
         return;
@@ -147,17 +149,13 @@ pub fn context(text: &str) {
     }
 }
 
-/// A finding's span lies on characters of the string it names.
-fn span(f: &Finding, target: &str, input: &str) {
+/// Whether a finding's span lies on characters of `target`.
+fn fits(f: &Finding, target: &str) -> bool {
     let (start, end) = (f.start as usize, f.end as usize);
-    assert!(
-        start < end
-            && end <= target.len()
-            && target.is_char_boundary(start)
-            && target.is_char_boundary(end),
-        "{f:?} does not lie on characters of its {}-byte string, in {input}",
-        target.len()
-    );
+    start < end
+        && end <= target.len()
+        && target.is_char_boundary(start)
+        && target.is_char_boundary(end)
 }
 
 /// The subschemas directly below `schema`.

@@ -119,37 +119,36 @@ pub(super) fn check(
 
 fn one(f: scan_wit::Finding, scanned: &Scanned<'_>) -> Result<Finding, String> {
     let (start, end) = (f.start as usize, f.end as usize);
-    let target: &str = match scanned {
-        Scanned::Text(text) if f.path.is_empty() => text,
+    let fits = |target: &str| {
+        start < end
+            && end <= target.len()
+            && target.is_char_boundary(start)
+            && target.is_char_boundary(end)
+    };
+    let fitted = match scanned {
+        Scanned::Text(text) if f.path.is_empty() => fits(text),
         Scanned::Text(_) => return Err("a finding in a text names a path".into()),
-        Scanned::Tool(tool) => match tool.pointer(&f.path) {
-            Some(Value::String(s)) => s,
-            // An object member's finding lies in its key: the pointer's last segment.
-            Some(_) if !f.path.is_empty() => last_segment(&f.path),
-            _ => {
-                return Err(format!(
-                    "its path {} names no string",
-                    crate::text::shown(&f.path)
-                ));
-            }
-        },
-    };
-    let key;
-    let target = match scanned {
-        Scanned::Tool(tool) if !matches!(tool.pointer(&f.path), Some(Value::String(_))) => {
-            key = unescape(target);
-            key.as_str()
+        // A member's finding lies in its value when that is a string, else in its key
+        // (the pointer's last segment); a finding in a key whose value is a string
+        // says which only by where its span fits.
+        Scanned::Tool(tool) => {
+            let value = match tool.pointer(&f.path) {
+                Some(Value::String(s)) => Some(s.as_str()),
+                Some(_) if !f.path.is_empty() => None,
+                _ => {
+                    return Err(format!(
+                        "its path {} names no string",
+                        crate::text::shown(&f.path)
+                    ));
+                }
+            };
+            value.is_some_and(fits)
+                || (!f.path.is_empty() && fits(&unescape(last_segment(&f.path))))
         }
-        _ => target,
     };
-    if start >= end
-        || end > target.len()
-        || !target.is_char_boundary(start)
-        || !target.is_char_boundary(end)
-    {
+    if !fitted {
         return Err(format!(
-            "its span {start}..{end} does not lie on characters of the {}-byte string it names",
-            target.len()
+            "its span {start}..{end} does not lie on characters of the string it names"
         ));
     }
     let rule = single_line(&f.rule, MAX_RULE_BYTES);
@@ -247,7 +246,8 @@ mod tests {
         );
         assert!(!f[0].message.contains('\u{E0041}'), "{}", f[0].message);
         for bad in [
-            raw("/description", 0, 2),
+            // Inside `é`, and past the key's end too.
+            raw("/description", 2, 12),
             raw("/description", 0, 99),
             raw("/description", 3, 3),
             raw("/missing", 0, 1),
@@ -260,6 +260,11 @@ mod tests {
             vec![raw("/inputSchema/properties/side~1note", 0, 9)],
             Scanned::Tool(&tool),
         );
+        assert!(key.is_ok(), "{key:?}");
+        // A finding in a key whose value is a string (found by the fuzzer: a bidi
+        // control in `format\u{202e}`, beside `"uri"`) lies in the key too.
+        let tool = serde_json::json!({"p": {"format\u{202e}": "uri"}});
+        let key = check(vec![raw("/p/format\u{202e}", 6, 9)], Scanned::Tool(&tool));
         assert!(key.is_ok(), "{key:?}");
         assert!(check(vec![raw("/x", 0, 1)], Scanned::Text("abc")).is_err());
         assert!(check(vec![raw("", 1, 3)], Scanned::Text("abc")).is_ok());
