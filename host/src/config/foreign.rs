@@ -471,6 +471,14 @@ pub fn without_comments(text: &str) -> String {
                         }
                         continue;
                     }
+                    if b.get(j) == Some(&b'/') && b.get(j + 1) == Some(&b'*') {
+                        j += 2;
+                        while j < b.len() && !(b[j] == b'*' && b.get(j + 1) == Some(&b'/')) {
+                            j += 1;
+                        }
+                        j = (j + 2).min(b.len());
+                        continue;
+                    }
                     break;
                 }
                 if !matches!(b.get(j), Some(b'}' | b']')) {
@@ -489,7 +497,90 @@ pub fn without_comments(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Any JSON value, nested a few levels.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec((any::<String>(), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `v` written as an editor's settings file may be: `gaps` picks what goes where a
+    /// blank may (nothing, a space, a line comment, a block comment), and whether a
+    /// list ends in a comma.
+    fn commented(v: &Value, gaps: &mut impl Iterator<Item = u8>, out: &mut String) {
+        fn gap(gaps: &mut impl Iterator<Item = u8>, out: &mut String) {
+            match gaps.next().unwrap_or(0) % 5 {
+                1 => out.push(' '),
+                2 => out.push_str(" // a \"comment\", with /* in it\n"),
+                3 => out.push_str("/* a comment, // */"),
+                _ => {}
+            }
+        }
+        match v {
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    gap(gaps, out);
+                    commented(item, gaps, out);
+                    gap(gaps, out);
+                    if i + 1 < items.len() || gaps.next().unwrap_or(0) % 2 == 1 {
+                        out.push(',');
+                    }
+                }
+                gap(gaps, out);
+                out.push(']');
+            }
+            Value::Object(members) => {
+                out.push('{');
+                for (i, (k, item)) in members.iter().enumerate() {
+                    gap(gaps, out);
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    gap(gaps, out);
+                    out.push(':');
+                    gap(gaps, out);
+                    commented(item, gaps, out);
+                    gap(gaps, out);
+                    if i + 1 < members.len() || gaps.next().unwrap_or(0) % 2 == 1 {
+                        out.push(',');
+                    }
+                }
+                gap(gaps, out);
+                out.push('}');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+
+    proptest! {
+        /// Whatever JSON a settings file holds, and however it is commented (line and
+        /// block comments wherever a blank may go, trailing commas), it reads as the
+        /// same value.
+        #[test]
+        fn any_commented_settings_file_reads_as_its_json(
+            v in json_value(),
+            gaps in proptest::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let mut text = String::new();
+            commented(&v, &mut gaps.into_iter().cycle(), &mut text);
+            let plain = without_comments(&text);
+            let read: Result<Value, _> = serde_json::from_str(&plain);
+            prop_assert_eq!(read.ok(), Some(v), "{} -> {}", text, plain);
+        }
+    }
 
     #[test]
     fn comments_and_trailing_commas_go_and_strings_stay() {
