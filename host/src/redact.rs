@@ -95,23 +95,34 @@ pub fn args(args: &[String]) -> Vec<String> {
 }
 
 /// Free text (a server's stderr line) with every URL in it masked as [`url`] masks one:
-/// a URL runs from its scheme to the next space, quote or angle bracket.
+/// a URL runs from its scheme to the next space, quote or angle bracket, or to where
+/// the next URL's scheme begins (`redis://u:p@a/0,redis://u:p@b/0` is two).
 pub fn urls_in(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
-        let scheme = rest[..at]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
-        let end = rest[at..]
+        let scheme = scheme_start(&rest[..at]);
+        let mut end = rest[at..]
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
             .map_or(rest.len(), |i| at + i);
+        if let Some(next) = rest[at + 3..end].find("://") {
+            end = scheme_start(&rest[..at + 3 + next]).max(at + 3);
+        }
         out.push_str(&rest[..scheme]);
         out.push_str(&url(&rest[scheme..end]));
         rest = &rest[end..];
     }
     out.push_str(rest);
     out
+}
+
+/// Where the scheme that `before` ends with begins: just after its last character that
+/// cannot be in a scheme (which may be several bytes long: `错误postgres://...`).
+fn scheme_start(before: &str) -> usize {
+    before
+        .char_indices()
+        .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 /// A URL with its password and its credential-named query values masked; anything
@@ -183,7 +194,30 @@ fn credential_like(user: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Whatever text surrounds it (any characters, several bytes long ones right
+        /// before the scheme included), a URL's password never survives `urls_in`, and
+        /// text without `://` comes back as it was.
+        #[test]
+        fn no_urls_password_survives_in_any_text(
+            before in any::<String>(),
+            scheme in "[a-z][a-z0-9+.-]{0,8}",
+            password in "[A-Za-z0-9]{6,20}",
+            after in any::<String>(),
+        ) {
+            let text = format!("{before}{scheme}://user:{password}@host.example/p {after}");
+            let out = urls_in(&text);
+            prop_assert!(!out.contains(&format!(":{password}@")), "{}", out);
+            if !before.contains("://") {
+                prop_assert!(out.starts_with(&before));
+            }
+            prop_assert_eq!(urls_in(&before.replace("://", "")), before.replace("://", ""));
+        }
+    }
 
     fn masked(args: &[&str]) -> Vec<String> {
         super::args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())

@@ -266,6 +266,33 @@ async fn a_credential_it_was_given_is_masked_in_its_stderr_and_log() {
     h.close().await;
 }
 
+/// A URL right after a character of several bytes (as a server localized in Chinese
+/// prints one) made the stderr masking slice inside that character: the task draining
+/// stderr died, and a server that then wrote more than a pipe holds hung its start.
+#[tokio::test]
+async fn stderr_in_any_language_is_masked_and_drained() {
+    let script = format!(
+        "printf '连接失败postgres://u:pw-123@db/x\\n' >&2; \\
+         head -c 1048576 /dev/zero | tr '\\0' e >&2; echo >&2; exec {FAKE} good"
+    );
+    let h = Harness::new(vec![spec("fake", "sh", &["-c", &script], &[])]);
+    let tools = h
+        .session
+        .tools("fake")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tools.len(), 5);
+    let log = std::fs::read_to_string(h.dir.path().join("cache/logs/fake.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.starts_with("连接失败postgres://u:***@db/x\n"),
+        "{}",
+        &log[..log.len().min(200)]
+    );
+    assert!(!log.contains("pw-123"));
+    h.close().await;
+}
+
 #[tokio::test]
 async fn a_server_that_never_answers_fails_at_its_deadline_and_stays_failed() {
     let h = Harness::fake_with("silent", |s| s.startup_timeout = Duration::from_secs(2));
