@@ -85,7 +85,8 @@ impl EventStream {
             let rest = joined.strip_prefix(bom).unwrap_or(&joined).to_vec();
             return self.feed(&rest, emit);
         }
-        if self.after_cr {
+        // (An empty chunk, which an HTTP/2 DATA frame may be, says nothing of it.)
+        if self.after_cr && !chunk.is_empty() {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {
                 chunk = rest;
@@ -196,6 +197,66 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any events, written with any line endings, comments between fields and a
+        /// BOM or not, read back the same however the stream is cut into chunks.
+        #[test]
+        fn any_stream_reads_back_its_events_however_it_is_cut(
+            events in proptest::collection::vec(
+                (
+                    "[a-z]{0,8}",
+                    proptest::collection::vec("[^\r\n]{0,40}", 1..4),
+                    proptest::option::of("[a-zA-Z0-9-]{1,12}"),
+                ),
+                0..6,
+            ),
+            endings in proptest::collection::vec(0..3usize, 1..16),
+            comments in proptest::prelude::any::<bool>(),
+            bom in proptest::prelude::any::<bool>(),
+            cuts in proptest::collection::vec(0..2000usize, 0..8),
+        ) {
+            let mut ending = endings.iter().cycle().map(|&e| ["\n", "\r\n", "\r"][e]);
+            let mut text = String::from(if bom { "\u{feff}" } else { "" });
+            // Each line written with the next ending; an LF right after a CR would make
+            // one CRLF ending of two, so it is written as a CR there.
+            let mut line = |text: &mut String, s: &str| {
+                text.push_str(s);
+                let e = ending.next().unwrap_or("\n");
+                text.push_str(if e == "\n" && text.ends_with('\r') { "\r" } else { e });
+            };
+            let mut expected = Vec::new();
+            let mut last_id = None;
+            for (event, data, id) in &events {
+                if comments {
+                    line(&mut text, ": keep-alive");
+                }
+                if !event.is_empty() {
+                    line(&mut text, &format!("event: {event}"));
+                }
+                if let Some(id) = id {
+                    line(&mut text, &format!("id:{id}"));
+                    last_id = Some(id.clone());
+                }
+                for d in data {
+                    line(&mut text, &format!("data: {d}"));
+                }
+                line(&mut text, "");
+                expected.push(ev(event, &data.join("\n"), last_id.as_deref()));
+            }
+            let bytes = text.as_bytes();
+            let mut at: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+            at.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for cut in at {
+                chunks.push(&bytes[from..cut]);
+                from = cut;
+            }
+            chunks.push(&bytes[from..]);
+            proptest::prop_assert_eq!(parse_chunks(&chunks).0, expected);
+        }
+    }
+
     #[test]
     fn multi_line_data_comments_and_fields() {
         let (out, p) = parse_chunks(&[
@@ -225,6 +286,14 @@ mod tests {
                 assert_eq!(parse_chunks(&[a, b, c]).0, whole, "split at {i}, {j}");
             }
         }
+    }
+
+    #[test]
+    fn an_empty_chunk_between_cr_and_lf_keeps_them_one_line_end() {
+        // Found by the property test above: the empty chunk forgot the CR, and the LF
+        // after it ended a second, empty line, which dropped the event's type.
+        let (out, _) = parse_chunks(&[b"event: a\r", b"", b"\ndata: x\n\n"]);
+        assert_eq!(out, vec![ev("a", "x", None)]);
     }
 
     #[test]
