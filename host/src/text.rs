@@ -162,7 +162,25 @@ mod tests {
 
     use super::*;
 
+    /// `glob` as its definition says, slowly: `*` any run, `?` any one character.
+    fn glob_by_definition(p: &[char], t: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('*', rest)) => (0..=t.len()).any(|i| glob_by_definition(rest, &t[i..])),
+            Some((&c, rest)) => t
+                .split_first()
+                .is_some_and(|(&u, t)| (c == '?' || c == u) && glob_by_definition(rest, t)),
+        }
+    }
+
     proptest! {
+        /// The policy's patterns match exactly what their definition says they match.
+        #[test]
+        fn glob_matches_as_defined(pattern in "[ab*?é]{0,8}", text in "[abé]{0,10}") {
+            let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+            prop_assert_eq!(glob(&pattern, &text), glob_by_definition(&p, &t), "{} ~ {}", pattern, text);
+        }
+
         /// Whatever a server writes, what a human is shown of it holds no control or
         /// invisible character, is one line, and is bounded where it says it is.
         #[test]
