@@ -4,6 +4,8 @@
 //! component, before the harness uses it. Nothing here starts a process, opens a
 //! socket or creates a WASM engine until a server's tool is first needed.
 
+#[cfg(test)]
+mod arbitrary;
 pub mod auth;
 pub mod clock;
 pub mod config;

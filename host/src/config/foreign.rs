@@ -501,23 +501,6 @@ mod tests {
 
     use super::*;
 
-    /// Any JSON value, nested a few levels.
-    fn json_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<String>().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(3, 32, 6, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                proptest::collection::vec((any::<String>(), inner), 0..6)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-            ]
-        })
-    }
-
     /// `v` written as an editor's settings file may be: `gaps` picks what goes where a
     /// blank may (nothing, a space, a line comment, a block comment), and whether a
     /// list ends in a comma.
@@ -571,7 +554,7 @@ mod tests {
         /// same value.
         #[test]
         fn any_commented_settings_file_reads_as_its_json(
-            v in json_value(),
+            v in crate::arbitrary::json_value(3),
             gaps in proptest::collection::vec(any::<u8>(), 0..256),
         ) {
             let mut text = String::new();

@@ -169,26 +169,6 @@ fn elements_stop_at_the_cap() {
     assert!(elements("{}", 3).is_err());
 }
 
-/// Any JSON value, nested a few levels.
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        any::<String>().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 64, 8, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
-            proptest::collection::vec((any::<String>(), inner), 0..8)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
-}
-
 proptest! {
     /// Every request, notification and batch a peer can write decodes to what it
     /// said, whatever its id, method and params hold.
@@ -199,7 +179,7 @@ proptest! {
             any::<String>().prop_map(Value::String),
         ],
         method in any::<String>(),
-        params in proptest::collection::vec((any::<String>(), json_value()), 0..6)
+        params in proptest::collection::vec((any::<String>(), crate::arbitrary::json_value(4)), 0..6)
             .prop_map(|kv| Value::Object(kv.into_iter().collect())),
         notification in any::<bool>(),
         batch in 0..4usize,
@@ -240,7 +220,7 @@ proptest! {
 
     /// Nor does any JSON value.
     #[test]
-    fn no_json_panics_the_decoder(v in json_value()) {
+    fn no_json_panics_the_decoder(v in crate::arbitrary::json_value(4)) {
         let _ = decode(v.to_string().as_bytes());
     }
 }
