@@ -63,7 +63,11 @@ pub(super) fn judge_as(
                     line[noun] = json!(tool);
                     audit.note("finding", line);
                 }
-                let why = format!("high unscanned (scan-failed): {e}");
+                // The adapter's failure is its text: shown on one line, bounded.
+                let why = format!(
+                    "high unscanned (scan-failed): {}",
+                    crate::text::shown_message(&e.to_string())
+                );
                 match act {
                     FindingAction::Quarantine => {
                         flagged.insert(tool, why);
@@ -299,7 +303,7 @@ mod tests {
     fn failed() -> Result<Vec<Finding>, GuardError> {
         Err(GuardError::Failed {
             subject: Subject::default(),
-            reason: "trapped".into(),
+            reason: "trapped\n\u{1b}[2J in $adapter".into(),
         })
     }
 
@@ -313,6 +317,12 @@ mod tests {
         );
         assert_eq!(flagged.keys().collect::<Vec<_>>(), ["t"]);
         assert!(flagged["t"].contains("unscanned") && flagged["t"].contains("trapped"));
+        // What the adapter said is shown, never obeyed by the terminal.
+        assert!(
+            !flagged["t"].chars().any(char::is_control),
+            "{}",
+            flagged["t"]
+        );
         spec.tool_policy.findings.high = FindingAction::Warn;
         assert!(judge(&spec, vec![("t".into(), failed())], None).is_empty());
     }
