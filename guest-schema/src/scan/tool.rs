@@ -57,11 +57,13 @@ impl<'de> serde::Deserialize<'de> for Text<'de> {
 }
 
 /// Any JSON value where a string is expected: a string is scanned, anything else is
-/// skipped (`to-schema` judges the shape).
+/// skipped (`to-schema` judges the shape). For `annotations` (`holder`), the value is
+/// the object whose `title` is that string: a string in its place is read by no one.
 struct Field<'a> {
     out: &'a mut Findings,
     path: &'static str,
     name: bool,
+    holder: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Field<'_> {
@@ -77,6 +79,9 @@ impl<'de> Visitor<'de> for Field<'_> {
         f.write_str("a JSON value")
     }
     fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        if self.holder {
+            return Ok(());
+        }
         if self.name {
             invisible(s, self.path, self.out);
             deceptive_name(s, self.path, self.out);
@@ -93,11 +98,12 @@ impl<'de> Visitor<'de> for Field<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         // `annotations`: only its `title` is read by the model.
         while let Some(key) = map.next_key::<Text<'de>>()? {
-            if self.path == "/annotations/title" && key.0 == "title" {
+            if self.holder && key.0 == "title" {
                 map.next_value_seed(Field {
                     out: self.out,
                     path: self.path,
                     name: false,
+                    holder: false,
                 })?;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -142,6 +148,7 @@ impl<'de> Visitor<'de> for Tool<'_> {
                 out: self.0,
                 path,
                 name,
+                holder: path == "/annotations/title",
             })?;
         }
         Ok(())
