@@ -4,6 +4,7 @@
 mod approved_only;
 mod auth_cli;
 mod content;
+mod escape;
 mod findings;
 mod gateway;
 mod guard;

@@ -7,17 +7,22 @@
 //!
 //! Landlock only adds what is allowed, so a denied subtree inside an allowed one (edgar's
 //! own config, state and cache under an allowed `~`) is made by allowing the allowed
-//! directory's other entries instead (`Rules::allow_except`).
+//! directory's other entries instead ([`allow_except`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::config::{HostPort, Net, SandboxProfile};
 
+mod grant;
 mod install;
 mod launcher;
 #[cfg(target_os = "linux")]
 mod netns;
+#[cfg(target_os = "linux")]
+mod privileges;
 pub(crate) mod proxy;
+#[cfg(target_os = "linux")]
+mod seccomp;
 
 /// The Landlock ABI edgar asks for (Linux 6.10: files, TCP bind and connect, device
 /// ioctls); a kernel without it leaves the server unconfined, which is reported.
@@ -38,10 +43,13 @@ const SYSTEM_READ: &[&str] = &[
     "/snap",
     "/proc",
     "/sys",
-    "/dev",
 ];
+/// Of `/dev`, what servers use: no terminal (`/dev/tty`, `/dev/pts`, `/dev/console`), so
+/// a server can neither read the user's keystrokes nor push its own into their shell.
+/// Its standard streams are pipes, reached through `/proc/self/fd` (`/dev/stdin`).
+const DEVICE_READ: &[&str] = &["/dev/random", "/dev/urandom"];
 /// Device files every server may write.
-const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// One line for a human: how this server runs.
 pub fn describe(profile: &SandboxProfile) -> String {
@@ -61,7 +69,17 @@ pub fn describe(profile: &SandboxProfile) -> String {
             "-".to_owned()
         } else {
             v.iter()
-                .map(|p| crate::text::visible(&p.display().to_string()))
+                .map(|p| {
+                    let shown = crate::text::visible(&p.display().to_string());
+                    // What it resolves to now, when a link makes that another path.
+                    match p.canonicalize() {
+                        Ok(t) if t != grant::lexical(p) => format!(
+                            "{shown} (-> {})",
+                            crate::text::visible(&t.display().to_string())
+                        ),
+                        _ => shown,
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         }
@@ -78,34 +96,25 @@ pub fn describe(profile: &SandboxProfile) -> String {
     )
 }
 
-/// What a server of this profile may touch, as paths: read (and run), write.
-#[derive(Debug, Default)]
-struct Rules {
-    read: Vec<PathBuf>,
-    write: Vec<PathBuf>,
-}
-
-impl Rules {
-    /// Allows `dir` except the `protected` paths under it: the entries of each directory on
-    /// the way to a protected path are allowed one by one, the protected one skipped.
-    fn allow_except(out: &mut Vec<PathBuf>, dir: &Path, protected: &[PathBuf]) {
-        let inside: Vec<&PathBuf> = protected
-            .iter()
-            .filter(|p| p.starts_with(dir) && p.as_path() != dir)
-            .collect();
-        if protected.iter().any(|p| dir.starts_with(p)) {
-            return;
-        }
-        if inside.is_empty() {
-            out.push(dir.to_owned());
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            Rules::allow_except(out, &e.path(), protected);
-        }
+/// Allows `dir` except the `protected` paths under it: the entries of each directory on
+/// the way to a protected path are allowed one by one, the protected one skipped.
+fn allow_except(out: &mut Vec<PathBuf>, dir: &Path, protected: &[PathBuf]) {
+    let inside: Vec<&PathBuf> = protected
+        .iter()
+        .filter(|p| p.starts_with(dir) && p.as_path() != dir)
+        .collect();
+    if protected.iter().any(|p| dir.starts_with(p)) {
+        return;
+    }
+    if inside.is_empty() {
+        out.push(dir.to_owned());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        allow_except(out, &e.path(), protected);
     }
 }
 
@@ -188,14 +197,36 @@ pub struct Program<'a> {
     pub args: &'a [String],
     /// Where it runs (read), if its entry or project says.
     pub cwd: Option<&'a Path>,
-    /// The entry is in the user's own config: the install its program or script lives
-    /// in is read with it (`sandbox/install.rs`).
-    pub users_own: bool,
+    /// The server's name.
+    pub server: &'a str,
+    /// The project whose entry it is (canonical), or `None` for the user's own config,
+    /// whose entries get the install their program or script lives in read with them
+    /// (`sandbox/install.rs`).
+    pub project: Option<&'a Path>,
+}
+
+impl Program<'_> {
+    /// What makes this entry itself, for its private caches: whose config it is in (the
+    /// user's, or which project), its name, command and arguments. A project's server
+    /// never shares a cache with the user's server of the same command.
+    fn identity(&self) -> Vec<String> {
+        let scope = match self.project {
+            Some(p) => format!("project\0{}", p.display()),
+            None => "user".to_owned(),
+        };
+        [scope, self.server.to_owned(), self.command.to_owned()]
+            .into_iter()
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
 }
 
 /// What a program's entry names on disk: the program as found and the paths its
 /// arguments name (read), and the installs they live in (`sandbox/install.rs`).
 struct Named {
+    /// The program as found.
+    program: Option<PathBuf>,
+    /// The existing paths its arguments name.
     read: Vec<PathBuf>,
     installs: Vec<PathBuf>,
 }
@@ -215,9 +246,8 @@ impl Named {
         }
         let found =
             crate::trust::policy::resolve_program(program.command, program.path, program.cwd);
-        if let Some(p) = found {
-            read.push(p.clone());
-            named.push((p, true));
+        if let Some(p) = &found {
+            named.push((p.clone(), true));
         }
         for a in program.args {
             let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, v)| v)];
@@ -234,8 +264,9 @@ impl Named {
         }
         // A project's entry gets no install: the files its paths lead to (a
         // `pyvenv.cfg`) are not even read.
-        if !program.users_own {
+        if program.project.is_some() {
             return Named {
+                program: found,
                 read,
                 installs: Vec::new(),
             };
@@ -247,7 +278,11 @@ impl Named {
             .collect();
         installs.sort();
         installs.dedup();
-        Named { read, installs }
+        Named {
+            program: found,
+            read,
+            installs,
+        }
     }
 }
 
@@ -261,49 +296,100 @@ pub fn own_installs(program: &Program<'_>) -> Vec<PathBuf> {
 /// the program and the paths its arguments name, its `cwd` (read), its working and
 /// temporary directory `workdir` (written), and what its profile adds.
 /// `protected` are edgar's own directories, never readable, whatever the profile says.
+/// A project's server is refused a path of the project that is a link out of it
+/// (`sandbox/grant.rs`).
 pub fn prepare(
     profile: &SandboxProfile,
     program: &Program<'_>,
     workdir: &Path,
     protected: &[PathBuf],
 ) -> Result<Prepared, String> {
-    let Program { command, cwd, .. } = *program;
-    let mut rules = Rules::default();
-    for p in SYSTEM_READ {
-        rules.read.push(PathBuf::from(p));
-    }
+    let Program { cwd, .. } = *program;
+    // Each path with whether the entry named it (its arguments, `cwd` or profile): those
+    // a project's link could widen.
+    let mut read: Vec<(PathBuf, bool)> = SYSTEM_READ
+        .iter()
+        .map(|p| (PathBuf::from(p), false))
+        .collect();
     let named = Named::of(program);
-    rules.read.extend(named.read);
+    read.extend(named.program.into_iter().map(|p| (p, false)));
+    read.extend(named.read.into_iter().map(|p| (p, true)));
     let installs = named.installs;
-    rules.read.extend(installs.iter().cloned());
+    read.extend(installs.iter().map(|p| (p.clone(), false)));
     if let Some(d) = cwd {
-        rules.read.push(d.to_owned());
+        read.push((d.to_owned(), true));
     }
-    // Its launchers' caches are its own, never the user's (`sandbox/launcher.rs`).
+    read.extend(profile.read.iter().map(|p| (p.clone(), true)));
+    let mut write: Vec<(PathBuf, bool)> = profile.write.iter().map(|p| (p.clone(), true)).collect();
+    write.push((workdir.to_owned(), false));
+    // Its launchers' caches are its own, never the user's nor another entry's
+    // (`sandbox/launcher.rs`).
     let caches = std::env::var_os("HOME")
-        .and_then(|home| launcher::private(command, program.args, Path::new(&home)));
+        .and_then(|home| launcher::private(&program.identity(), Path::new(&home)));
     if let Some(c) = &caches {
-        rules.write.push(c.dir.clone());
+        write.push((c.dir.clone(), false));
     }
-    rules.read.extend(profile.read.iter().cloned());
-    rules.write.extend(profile.write.iter().cloned());
-    rules.write.push(workdir.to_owned());
-    // Edgar's own files are never the server's, under an allowed parent included.
-    let expand = |list: &[PathBuf]| {
-        let mut out = Vec::new();
-        for p in list {
-            let p = p.canonicalize().unwrap_or_else(|_| p.clone());
-            Rules::allow_except(&mut out, &p, protected);
+    let mut grants = Grants::default();
+    for (list, writes) in [(&read, false), (&write, true)] {
+        for (path, named) in list {
+            let project = program.project.filter(|_| *named);
+            grants.add(path, writes, project, protected)?;
         }
-        out
-    };
-    let read = expand(&rules.read);
-    let write = expand(&rules.write);
-    build(profile, read, write).map(|p| Prepared {
+    }
+    build(profile, grants).map(|p| Prepared {
         installs,
         cache_env: caches.map(|c| c.env).unwrap_or_default(),
         ..p
     })
+}
+
+/// The opened paths a confinement grants: read (and run), or everything.
+#[derive(Default)]
+struct Grants {
+    opened: Vec<(grant::Opened, bool)>,
+}
+
+impl Grants {
+    /// Opens `path` and grants what it resolves to, unless that is edgar's own (a
+    /// directory holding edgar's files is granted entry by entry, `Rules::allow_except`).
+    /// A path that does not exist grants nothing. `project`: the path was named by a
+    /// project's entry, and must not lead out of it.
+    fn add(
+        &mut self,
+        path: &Path,
+        writes: bool,
+        project: Option<&Path>,
+        protected: &[PathBuf],
+    ) -> Result<(), String> {
+        let Ok(opened) = grant::open(path) else {
+            return Ok(());
+        };
+        if let Some(project) = project {
+            grant::stays_inside(path, &opened.target, project)?;
+        }
+        let t = &opened.target;
+        if !protected
+            .iter()
+            .any(|p| p.starts_with(t) || t.starts_with(p))
+        {
+            self.opened.push((opened, writes));
+            return Ok(());
+        }
+        let mut split = Vec::new();
+        allow_except(&mut split, t, protected);
+        for p in split {
+            // Each entry is opened again and judged by what it resolves to: a link among
+            // them must not lead into edgar's files.
+            if let Ok(o) = grant::open(&p)
+                && !protected
+                    .iter()
+                    .any(|x| x.starts_with(&o.target) || o.target.starts_with(x))
+            {
+                self.opened.push((o, writes));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Prepared {
@@ -314,11 +400,7 @@ impl Prepared {
 }
 
 #[cfg(target_os = "linux")]
-fn build(
-    profile: &SandboxProfile,
-    read: Vec<PathBuf>,
-    write: Vec<PathBuf>,
-) -> Result<Prepared, String> {
+fn build(profile: &SandboxProfile, grants: Grants) -> Result<Prepared, String> {
     use landlock::{
         Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
         Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -370,29 +452,35 @@ fn build(
             ABI as u32
         )
     })?;
-    // Rules on paths that vanished or cannot be opened are skipped: nothing is granted
-    // for them. A file gets the file rights only (Landlock refuses directory rights on it).
-    let all = read
-        .iter()
-        .map(|p| (p.as_path(), AccessFs::from_read(ABI)))
-        .chain(write.iter().map(|p| (p.as_path(), AccessFs::from_all(ABI))))
-        .chain(
-            DEVICE_WRITE
-                .iter()
-                .map(|d| (Path::new(*d), AccessFs::from_all(ABI))),
-        );
-    for (path, access) in all {
-        let Ok(fd) = PathFd::new(path) else {
-            continue;
+    // A file gets the file rights only (Landlock refuses directory rights on it).
+    let rights = |writes: bool, is_dir: bool| {
+        let access = if writes {
+            AccessFs::from_all(ABI)
+        } else {
+            AccessFs::from_read(ABI)
         };
-        let is_dir = std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false);
-        let access = if is_dir {
+        if is_dir {
             access
         } else {
             access & AccessFs::from_file(ABI)
+        }
+    };
+    for (o, writes) in grants.opened {
+        created = created
+            .add_rule(PathBeneath::new(o.fd, rights(writes, o.is_dir)))
+            .map_err(|e| fail(&e))?;
+    }
+    // Devices that vanished or cannot be opened are skipped: nothing is granted for them.
+    let devices = DEVICE_READ
+        .iter()
+        .map(|d| (*d, false))
+        .chain(DEVICE_WRITE.iter().map(|d| (*d, true)));
+    for (device, writes) in devices {
+        let Ok(fd) = PathFd::new(device) else {
+            continue;
         };
         created = created
-            .add_rule(PathBeneath::new(fd, access))
+            .add_rule(PathBeneath::new(fd, rights(writes, false)))
             .map_err(|e| fail(&e))?;
     }
     if let (Some(child), Some(_)) = (&netns, &egress) {
@@ -402,7 +490,7 @@ fn build(
                 .map_err(|e| fail(&e))?;
         }
     }
-    let filters = seccomp(&profile.net)?;
+    let filters = seccomp::filters(&profile.net)?;
     Ok(Prepared {
         ruleset: Some(created),
         filters,
@@ -414,143 +502,25 @@ fn build(
 }
 
 #[cfg(not(target_os = "linux"))]
-fn build(
-    _profile: &SandboxProfile,
-    _read: Vec<PathBuf>,
-    _write: Vec<PathBuf>,
-) -> Result<Prepared, String> {
+fn build(_profile: &SandboxProfile, _grants: Grants) -> Result<Prepared, String> {
     Err(
         "confinement needs Linux (Landlock and seccomp); on this system it cannot be confined"
             .into(),
     )
 }
 
-/// The seccomp filters: `clone3` answered `ENOSYS` (so the C library falls back to
-/// `clone`, whose flags a filter can read), then `EPERM` for the system calls no MCP
-/// server needs, `clone`/`unshare` with a namespace flag, and, unless its network is
-/// `"all"`, new sockets of the packet and Unix families (the D-Bus session bus, which
-/// reaches the keyring, is a Unix socket), and of the internet families too without any.
-#[cfg(target_os = "linux")]
-fn seccomp(net: &Net) -> Result<Vec<seccompiler::BpfProgram>, String> {
-    use std::collections::BTreeMap;
-
-    use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch,
-    };
-    let fail = |e: &dyn std::fmt::Display| format!("cannot build its seccomp filter: {e}");
-    #[cfg(target_arch = "x86_64")]
-    let arch = TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    let arch = TargetArch::aarch64;
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    return Err("seccomp filters are built for x86_64 and aarch64 only".into());
-
-    let compile = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: u32| {
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(errno),
-            arch,
-        )
-        .map_err(|e| fail(&e))?;
-        seccompiler::BpfProgram::try_from(filter).map_err(|e| fail(&e))
-    };
-    let mut enosys = BTreeMap::new();
-    enosys.insert(libc::SYS_clone3, Vec::new());
-    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for call in [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_chroot,
-        libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
-        libc::SYS_bpf,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_perf_event_open,
-        libc::SYS_setns,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-        libc::SYS_swapon,
-        libc::SYS_swapoff,
-        libc::SYS_reboot,
-        libc::SYS_userfaultfd,
-        libc::SYS_open_by_handle_at,
-        libc::SYS_name_to_handle_at,
-        libc::SYS_fanotify_init,
-        libc::SYS_acct,
-        libc::SYS_quotactl,
-        libc::SYS_settimeofday,
-        libc::SYS_clock_settime,
-        libc::SYS_unshare,
-    ] {
-        deny.insert(call, Vec::new());
-    }
-    let namespaces = [
-        libc::CLONE_NEWUSER,
-        libc::CLONE_NEWNS,
-        libc::CLONE_NEWNET,
-        libc::CLONE_NEWPID,
-        libc::CLONE_NEWIPC,
-        libc::CLONE_NEWUTS,
-        libc::CLONE_NEWCGROUP,
-    ];
-    let mut clone_rules = Vec::new();
-    for flag in namespaces {
-        let flag = flag as u64;
-        let c = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Qword,
-            SeccompCmpOp::MaskedEq(flag),
-            flag,
-        )
-        .map_err(|e| fail(&e))?;
-        clone_rules.push(SeccompRule::new(vec![c]).map_err(|e| fail(&e))?);
-    }
-    deny.insert(libc::SYS_clone, clone_rules);
-    let families: &[libc::c_int] = match net {
-        Net::All => &[],
-        Net::Hosts(_) => &[libc::AF_PACKET, libc::AF_UNIX],
-        Net::None => &[
-            libc::AF_INET,
-            libc::AF_INET6,
-            libc::AF_PACKET,
-            libc::AF_UNIX,
-        ],
-    };
-    if !families.is_empty() {
-        let mut socket_rules = Vec::new();
-        for &family in families {
-            let c =
-                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
-                    .map_err(|e| fail(&e))?;
-            socket_rules.push(SeccompRule::new(vec![c]).map_err(|e| fail(&e))?);
-        }
-        deny.insert(libc::SYS_socket, socket_rules);
-    }
-    Ok(vec![
-        compile(enosys, libc::ENOSYS as u32)?,
-        compile(deny, libc::EPERM as u32)?,
-    ])
-}
-
 impl Prepared {
     /// Applies the confinement to the calling process: its network namespace when it has
-    /// a host list, Landlock (which sets `no_new_privs`), then the seccomp filters. Called
-    /// in the forked child before exec: it allocates nothing and makes only system calls.
+    /// a host list, every capability dropped and `no_new_privs`, Landlock, then the
+    /// seccomp filters. Called in the forked child before exec: it allocates nothing and
+    /// makes only system calls.
     pub fn apply(&mut self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
             if let Some(ns) = self.netns.as_mut() {
                 ns.enter()?;
             }
+            privileges::drop_all()?;
             if let Some(ruleset) = self.ruleset.take() {
                 let status = ruleset
                     .restrict_self()

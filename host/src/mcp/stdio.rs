@@ -79,8 +79,14 @@ pub(crate) struct Stdio {
     closed: bool,
 }
 
-/// Between fork and exec (Linux): the kernel is asked to kill the server when edgar dies,
-/// then its confinement, when it has one, is applied (`sandbox::Prepared::apply`).
+/// Between fork and exec (Linux): the server gets a session of its own (`setsid`), the
+/// kernel is asked to kill it when edgar dies, then its confinement, when it has one, is
+/// applied (`sandbox::Prepared::apply`).
+///
+/// A session of its own means no controlling terminal: a server (or anything it starts)
+/// cannot open `/dev/tty` and push input into the user's shell with `TIOCSTI`
+/// (bubblewrap's CVE-2017-5226, answered there with `--new-session`), nor get the
+/// terminal's signals. Its process group is its session's, so `close` reaches it whole.
 ///
 /// The kernel sends the server SIGKILL when edgar dies, even by SIGKILL, so a
 /// killed edgar leaves no server behind. (Its own children, in its process group, are not
@@ -100,6 +106,7 @@ fn before_exec(cmd: &mut Command, mut confinement: Option<super::sandbox::Prepar
     unsafe {
         cmd.pre_exec(move || {
             use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+            rustix::process::setsid()?;
             set_parent_process_death_signal(Some(Signal::KILL))?;
             // edgar may have died between fork and prctl: then nobody will signal us.
             if getppid() != Some(parent) {
@@ -116,9 +123,17 @@ fn before_exec(cmd: &mut Command, mut confinement: Option<super::sandbox::Prepar
 }
 
 #[cfg(not(target_os = "linux"))]
-fn before_exec(_: &mut Command, confinement: Option<super::sandbox::Prepared>) {
+fn before_exec(cmd: &mut Command, confinement: Option<super::sandbox::Prepared>) {
     // `sandbox::prepare` refuses off Linux, so there is never one to apply here.
     debug_assert!(confinement.is_none());
+    // SAFETY: `setsid` is a plain, async-signal-safe system call.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
+    }
 }
 
 /// What to spawn.
@@ -136,8 +151,8 @@ pub(crate) struct Spawn<'a> {
     pub log: Option<PathBuf>,
     /// The confinement of its process, when its entry has one.
     pub sandbox: Option<&'a crate::config::SandboxProfile>,
-    /// Its entry is in the user's own config, not a project's.
-    pub users_own: bool,
+    /// The project whose entry it is (canonical), `None` for the user's own config.
+    pub project: Option<&'a Path>,
 }
 
 impl Stdio {
@@ -177,7 +192,8 @@ impl Stdio {
                                 .or(std::env::var_os("PATH").as_deref()),
                             args: s.args,
                             cwd: s.cwd,
-                            users_own: s.users_own,
+                            server: s.server,
+                            project: s.project,
                         },
                         dir.path(),
                         &protected,
@@ -226,7 +242,6 @@ impl Stdio {
             .stdin(Pipe::piped())
             .stdout(Pipe::piped())
             .stderr(Pipe::piped())
-            .process_group(0)
             .kill_on_drop(true);
         for (key, value) in outside.iter().flat_map(super::sandbox::Outside::env) {
             cmd.env(key, value);

@@ -16,6 +16,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+#[path = "probe/escape.rs"]
+mod escape;
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "good".into());
     if let Ok(marker) = std::env::var("FAKE_MARKER") {
@@ -360,6 +363,28 @@ fn probe(args: &Value) -> String {
                     .map_err(|e| e.to_string())
             });
         say(&format!("connect {a}"), r);
+    }
+    let strings = |key: &str| -> Vec<String> {
+        args[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    for p in strings("open") {
+        say(&format!("open {p}"), escape::open(&p));
+    }
+    for p in strings("tiocsti") {
+        let input = args["input"].as_str().unwrap_or("echo pwned\n");
+        say(&format!("tiocsti {p}"), escape::tiocsti(&p, input));
+    }
+    if args["caps"].as_bool() == Some(true) {
+        say("caps", escape::caps());
+    }
+    for t in strings("uring") {
+        say(&format!("uring {t}"), escape::uring(&t));
     }
     if args["ptrace"].as_bool() == Some(true) {
         // SAFETY: PTRACE_TRACEME takes no pointers; the call only asks the kernel.

@@ -137,7 +137,7 @@ impl SessionInner {
                         crate::config::Sandbox::On(p) => Some(p),
                         _ => None,
                     },
-                    users_own: spec.project.is_none(),
+                    project: spec.project.as_deref(),
                 })
                 .map_err(|reason| McpError::Start {
                     server: spec.name.clone(),

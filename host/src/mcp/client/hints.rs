@@ -63,7 +63,8 @@ fn own_installs(spec: &ServerSpec) -> Vec<std::path::PathBuf> {
         path,
         args,
         cwd: cwd.as_deref(),
-        users_own: spec.project.is_none(),
+        server: &spec.name,
+        project: spec.project.as_deref(),
     })
 }
 

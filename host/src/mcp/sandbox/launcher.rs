@@ -2,7 +2,9 @@
 //! `bunx`) fetches packages into a cache and runs code from it later; the user's own
 //! caches are where their unconfined tools run code from, so a confined server that
 //! could write them could plant code that runs outside its confinement. Each confined
-//! server gets a directory of its own instead, keyed by its command and arguments, and
+//! server gets a directory of its own instead, keyed by its entry's identity (whose
+//! config it is in, the user's or which project's, its name, command and arguments: a
+//! project's server never shares one with the user's server of the same command), and
 //! its launchers are pointed at it by their own variables (not `XDG_*`, which a server
 //! may read its data by). It is the only place in the home a server writes that its
 //! profile does not name.
@@ -30,20 +32,22 @@ pub(super) struct Caches {
     pub env: Vec<(&'static str, PathBuf)>,
 }
 
-/// The caches of the server that runs `command` with `args`:
+/// The caches of the entry whose identity is `identity` (`Program::identity`):
 /// `<XDG_CACHE_HOME or ~/.cache>/edgar-sandbox/<digest>`, made (0700) if missing.
 /// `None` without a home, or when it cannot be made (a launcher then says what it
 /// could not write).
-pub(super) fn private(command: &str, args: &[String], home: &Path) -> Option<Caches> {
+pub(super) fn private(identity: &[String], home: &Path) -> Option<Caches> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| home.join(".cache"));
-    let identity = std::iter::once(command)
-        .chain(args.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join("\0");
-    let key = crate::digest::sha256_hex(identity.as_bytes());
+    // Each part's length first, so no two identities join to the same bytes.
+    let mut bytes = Vec::new();
+    for part in identity {
+        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    let key = crate::digest::sha256_hex(&bytes);
     let dir = base.join("edgar-sandbox").join(&key[..16]);
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -65,12 +69,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_server_gets_a_private_cache_that_its_launchers_are_pointed_at() {
+    fn each_entry_gets_a_private_cache_that_its_launchers_are_pointed_at() {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let h = home.path();
-        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let a = private("npx", &args(&["-y", "pkg-a"]), h);
-        let b = private("npx", &args(&["-y", "pkg-b"]), h);
+        let id = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let a = private(&id(&["user", "a", "npx", "-y", "pkg-a"]), h);
+        let b = private(&id(&["user", "b", "npx", "-y", "pkg-b"]), h);
         let (Some(a), Some(b)) = (a, b) else {
             panic!("no private cache was made");
         };
@@ -82,9 +86,16 @@ mod tests {
         let npm = a.env.iter().find(|(k, _)| *k == "npm_config_cache");
         assert_eq!(npm.map(|(_, p)| p.clone()), Some(a.dir.join("npm")));
         assert!(a.env.iter().all(|(_, p)| p.starts_with(&a.dir)));
-        // The same server again: the same cache, so a warm start stays warm.
-        let again = private("npx", &args(&["-y", "pkg-a"]), h).map(|c| c.dir);
+        // The same entry again: the same cache, so a warm start stays warm.
+        let again = private(&id(&["user", "a", "npx", "-y", "pkg-a"]), h).map(|c| c.dir);
         assert_eq!(again, Some(a.dir.clone()));
+        // A project's entry of the same name and command is not the user's.
+        let project = private(&id(&["project\0/src/repo", "a", "npx", "-y", "pkg-a"]), h);
+        assert_ne!(project.map(|c| c.dir), Some(a.dir.clone()));
+        // Parts are not joined ambiguously.
+        let x = private(&id(&["user", "a b", "c"]), h).map(|c| c.dir);
+        let y = private(&id(&["user", "a", "b c"]), h).map(|c| c.dir);
+        assert_ne!(x, y);
         // The user's own caches are not made.
         assert!(!h.join(".npm").exists() && !h.join(".cache/uv").exists());
     }

@@ -15,7 +15,7 @@ fn an_allowed_parent_never_reaches_a_protected_child() {
     }
     let protected = vec![home.join(".config/edgar"), home.join(".local/state/edgar")];
     let mut out = Vec::new();
-    Rules::allow_except(&mut out, home, &protected);
+    allow_except(&mut out, home, &protected);
     out.sort();
     assert!(out.contains(&home.join(".ssh")) && out.contains(&home.join("work")));
     assert!(out.contains(&home.join(".config/other")));
@@ -29,7 +29,7 @@ fn an_allowed_parent_never_reaches_a_protected_child() {
     }
     // A protected path itself, or one inside it, is never allowed.
     let mut out = Vec::new();
-    Rules::allow_except(&mut out, &home.join(".config/edgar/sub"), &protected);
+    allow_except(&mut out, &home.join(".config/edgar/sub"), &protected);
     assert!(out.is_empty());
 }
 
@@ -58,6 +58,30 @@ fn the_description_names_the_profile() {
     assert!(
         line.contains("net: api.example.com:443, localhost:5432 (by name, through edgar's proxy)")
             && line.ends_with("its entry's \"sandbox\" changes it)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_description_shows_where_a_link_leads() {
+    let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = d.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(root.join("real")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(root.join("real"), root.join("link"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let p = SandboxProfile {
+        read: vec![root.join("link"), root.join("real")],
+        write: Vec::new(),
+        net: Net::None,
+        implied: false,
+    };
+    let line = describe(&p);
+    let real = root.join("real").display().to_string();
+    assert!(
+        line.contains(&format!(
+            "{} (-> {real}), {real},",
+            root.join("link").display()
+        )),
         "{line}"
     );
 }
