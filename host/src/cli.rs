@@ -136,6 +136,11 @@ pub enum McpCommand {
         /// still printed first).
         #[arg(long, requires = "discover")]
         yes: bool,
+        /// With `--discover`: run each stdio server with every right of the user
+        /// instead of confined (no network, nothing of the home; said before they
+        /// start).
+        #[arg(long, requires = "discover")]
+        unconfined: bool,
     },
     /// Add a stdio server (`-- CMD ARGS...`) or an HTTP server (`--url URL`).
     Add {

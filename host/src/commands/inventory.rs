@@ -74,12 +74,21 @@ const RULES: &[(&str, Severity, &str)] = &[
     ),
 ];
 
-/// `discover` is `Some(yes)` with `--discover` (`yes`: start without asking).
+/// How `--discover` starts what it found.
+#[derive(Debug, Clone, Copy)]
+pub struct Discover {
+    /// Start without asking.
+    pub yes: bool,
+    /// Run stdio servers unconfined instead of under edgar's default profile.
+    pub unconfined: bool,
+}
+
+/// `discover` is `Some` with `--discover`.
 pub fn run(
     project: &Path,
     json: bool,
     sarif: bool,
-    discover: Option<bool>,
+    discover: Option<Discover>,
 ) -> anyhow::Result<ExitCode> {
     let places = foreign::Places::from_env(project).context("no home directory: set HOME")?;
     let files = foreign::inventory(&places);
@@ -111,8 +120,8 @@ pub fn run(
             (file, servers)
         })
         .collect();
-    if let Some(yes) = discover {
-        discover_all(&mut report, project, yes)?;
+    if let Some(how) = discover {
+        discover_all(&mut report, project, how)?;
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     use std::io::Write;
@@ -133,8 +142,14 @@ type Report<'a> = Vec<(&'a File, Vec<Server>)>;
 
 /// Shows every server that would start and how, asks, then starts each once (a few at
 /// a time) and lists its tools through the guard. Nothing is expanded: a `${VAR}` reaches
-/// the server as written.
-fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::Result<()> {
+/// the server as written. A stdio server runs confined (no network, nothing of the home;
+/// a cloned repository's entries are among what it finds) unless `--unconfined` says
+/// otherwise.
+fn discover_all(report: &mut Report<'_>, project: &Path, how: Discover) -> anyhow::Result<()> {
+    let Discover { yes, unconfined } = how;
+    // Nothing beyond its program and the paths its arguments name: it runs in a private
+    // empty directory, and the directory a scan runs in may be the home.
+    let confinement = edgar_host::config::SandboxProfile::default();
     // The administrator's policy holds here too: a server it blocks is not started.
     let policy = match edgar_host::config::ConfigPaths::for_project(project).policy {
         Some(file) => Some(edgar_host::trust::admit::policy(&file)?),
@@ -145,14 +160,27 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
     let mut taken = std::collections::HashSet::new();
     let mut blocked = Vec::new();
     eprintln!(
-        "`--discover` starts each server below once, in a private empty directory, with its values as written (nothing expanded), lists its tools through the guard, and stops it:"
+        "`--discover` starts each server below once, in a private empty directory, with its values as written (nothing expanded), lists its tools through the guard, and stops it;"
     );
+    if unconfined {
+        eprintln!(
+            "each local server runs NOT confined, with every right of your user (--unconfined):"
+        );
+    } else {
+        eprintln!(
+            "each local server runs {} (--unconfined runs them with every right of your user):",
+            edgar_host::mcp::sandbox::describe(&confinement)
+        );
+    }
     for (fi, (file, servers)) in report.iter().enumerate() {
         for (si, s) in servers.iter().enumerate() {
             let name = unique_name(&s.entry.name, &mut taken);
-            let Some(spec) = s.entry.spec(&name, &file.path) else {
+            let Some(mut spec) = s.entry.spec(&name, &file.path) else {
                 continue;
             };
+            if !unconfined && matches!(spec.transport, edgar_host::config::Transport::Stdio { .. }) {
+                spec.sandbox = edgar_host::config::Sandbox::On(confinement.clone());
+            }
             if let Some(rule) = policy.as_ref().and_then(|p| p.blocks(&spec)) {
                 blocked.push(((fi, si), format!("the policy blocks it: {rule}")));
                 continue;
@@ -216,7 +244,8 @@ fn discover_all(report: &mut Report<'_>, project: &Path, yes: bool) -> anyhow::R
         json!({"servers": at.iter().map(|&(fi, si)| {
             let (file, servers) = &report[fi];
             json!({"name": servers[si].entry.name, "file": file.path, "launch": servers[si].launch})
-        }).collect::<Vec<_>>(), "by": if yes { "--yes" } else { "terminal" }}),
+        }).collect::<Vec<_>>(), "by": if yes { "--yes" } else { "terminal" },
+        "confined": !unconfined}),
     );
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let config = Config {

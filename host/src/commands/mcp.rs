@@ -114,7 +114,13 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
             sarif,
             discover,
             yes,
-        } => super::inventory::run(&cwd, json, sarif, discover.then_some(yes)),
+            unconfined,
+        } => super::inventory::run(
+            &cwd,
+            json,
+            sarif,
+            discover.then_some(super::inventory::Discover { yes, unconfined }),
+        ),
         McpCommand::Get { name } => {
             let config = load(&paths)?;
             let Some(spec) = config.server(&name) else {
