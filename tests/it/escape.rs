@@ -381,3 +381,123 @@ fn a_link_in_the_project_widens_no_confinement() {
         after.stderr
     );
 }
+
+/// A loopback HTTP server that answers every request with `body` (a service on this
+/// machine that no server's list names).
+fn http_service(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = l.local_addr().map(|a| a.port()).unwrap_or_default();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// `edgar mcp call h__probe ARGS` with `/etc/hosts` replaced by `hosts` in a mount
+/// namespace of its own: DNS that a server's author controls, without a DNS server.
+fn probe_with_hosts(home: &Path, hosts: &str, args: &Value) -> (String, String) {
+    let file = home.join("hosts");
+    std::fs::write(&file, hosts).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = Command::new("unshare");
+    if !rustix::process::geteuid().is_root() {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#)
+        .args([
+            "sh",
+            &file.display().to_string(),
+            EDGAR,
+            "mcp",
+            "call",
+            "h__probe",
+        ])
+        .arg(args.to_string());
+    let out = in_home(&mut cmd, home)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run unshare: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+#[test]
+fn a_listed_name_reaches_only_public_addresses_and_its_own_host() {
+    let port = http_service("internal-secret");
+    let hosts =
+        "127.0.0.1 localhost\n127.0.0.1 evil.example.test\n169.254.169.254 metadata.example.test\n";
+    let curl = |extra: &[&str], url: String| {
+        // `-f`: an HTTP error (the proxy's 403) is a failure.
+        let mut argv: Vec<Value> = ["curl", "-sf", "-o", "/dev/null", "-m", "5"]
+            .into_iter()
+            .map(Value::from)
+            .collect();
+        argv.extend(extra.iter().map(|e| Value::from(*e)));
+        argv.push(Value::from(url));
+        Value::Array(argv)
+    };
+    let evil = format!("http://evil.example.test:{port}/");
+    let fronted = format!("http://localhost:{port}/");
+    let attempts = json!({"exec": [
+        curl(&[], evil.clone()),
+        curl(&["-p"], evil.clone()),
+        curl(&["-H", "Host: internal.example"], fronted.clone()),
+        curl(&[], fronted.clone()),
+    ]});
+    let line = |argv: &Value| {
+        format!(
+            "exec {}",
+            argv.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    let tries: Vec<String> = attempts["exec"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(line)
+        .collect();
+    // The twin: unconfined, the name reaches the service on this machine.
+    let home = home_with(&json!("off"));
+    let (twin, _) = probe_with_hosts(home.path(), hosts, &attempts);
+    assert!(got_through(&twin, &tries[0]), "{twin}");
+
+    // Confined with a wildcard and a literal `localhost`: the wildcard's name resolves to
+    // loopback and is refused (plain and CONNECT); the literal reaches its own port only
+    // with its own Host.
+    let home =
+        home_with(&json!({"net": [format!("*.example.test:{port}"), format!("localhost:{port}")]}));
+    let (out, stderr) = probe_with_hosts(home.path(), hosts, &attempts);
+    assert!(
+        !got_through(&out, &tries[0]),
+        "a wildcard reached loopback: {out}"
+    );
+    assert!(
+        !got_through(&out, &tries[1]),
+        "CONNECT reached loopback: {out}"
+    );
+    assert!(
+        !got_through(&out, &tries[2]),
+        "another Host went through: {out}"
+    );
+    assert!(got_through(&out, &tries[3]), "the literal host: {out}");
+    // Each refusal is said, in one line.
+    assert!(
+        stderr.contains("resolves to 127.0.0.1 (this machine or a private network)")
+            && stderr.contains("with Host 'internal.example'"),
+        "{stderr}"
+    );
+}

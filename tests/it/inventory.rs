@@ -442,7 +442,14 @@ fn discover_lists_each_servers_tools_through_the_guard_with_findings() {
     let u = run(
         EDGAR,
         h.path(),
-        &["mcp", "scan", "--json", "--discover", "--yes", "--unconfined"],
+        &[
+            "mcp",
+            "scan",
+            "--json",
+            "--discover",
+            "--yes",
+            "--unconfined",
+        ],
         b"",
     );
     assert_eq!(u.code, Some(0), "{}", u.stderr);

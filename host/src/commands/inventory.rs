@@ -178,7 +178,8 @@ fn discover_all(report: &mut Report<'_>, project: &Path, how: Discover) -> anyho
             let Some(mut spec) = s.entry.spec(&name, &file.path) else {
                 continue;
             };
-            if !unconfined && matches!(spec.transport, edgar_host::config::Transport::Stdio { .. }) {
+            if !unconfined && matches!(spec.transport, edgar_host::config::Transport::Stdio { .. })
+            {
                 spec.sandbox = edgar_host::config::Sandbox::On(confinement.clone());
             }
             if let Some(rule) = policy.as_ref().and_then(|p| p.blocks(&spec)) {

@@ -10,6 +10,7 @@
 //! own, until either end closes (the server's end does when it is closed).
 
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,20 +52,63 @@ struct Rules {
 }
 
 impl Rules {
-    /// Whether `host:port` is on the list; a refusal is written where a failed start's
-    /// error will show it.
-    fn admits(&self, host: &str, port: u16) -> bool {
-        if self.hosts.iter().any(|h| h.admits(host, port)) {
-            return true;
+    /// The host of the list that admits `host:port`; a refusal is written where a failed
+    /// start's error will show it.
+    fn admits(&self, host: &str, port: u16) -> Option<&HostPort> {
+        let by = self.hosts.iter().find(|h| h.admits(host, port));
+        if by.is_none() {
+            self.refuse(&format!(
+                "edgar's sandbox refused {}:{port} (not in its \"net\" list)",
+                crate::text::visible(host)
+            ));
         }
-        let line = format!(
-            "edgar's sandbox refused {}:{port} (not in its \"net\" list)",
-            crate::text::visible(host)
-        );
-        tracing::warn!(server = %self.server, "{line}");
-        (self.tell)(&line);
-        false
+        by
     }
+
+    /// Tells a refusal: edgar's log and the server's stderr tail.
+    fn refuse(&self, line: &str) {
+        tracing::warn!(server = %self.server, "{line}");
+        (self.tell)(line);
+    }
+}
+
+/// The addresses `host` may be reached at, as edgar resolves it (the server has no DNS):
+/// a name the list admits by a name of its own reaches only public addresses, so a
+/// listed wildcard that resolves to this machine, its private networks or a cloud's
+/// metadata service (DNS the server's author controls, or rebinding) reaches nothing. A
+/// host the entry lists as an address or as `localhost` literally reaches what it names.
+/// The connection is made to exactly these addresses: no second lookup.
+async fn addresses(host: &str, port: u16, by: &HostPort) -> Result<Vec<SocketAddr>, String> {
+    let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve {}: {e}", crate::text::visible(host)))?
+        .collect();
+    let literal = by.host.eq_ignore_ascii_case("localhost")
+        || by
+            .host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok();
+    if literal {
+        return Ok(resolved);
+    }
+    let (public, local): (Vec<SocketAddr>, Vec<SocketAddr>) = resolved
+        .into_iter()
+        .partition(|a| !crate::net::is_local_ip(a.ip()));
+    if public.is_empty() {
+        let shown: Vec<String> = local.iter().map(|a| a.ip().to_string()).collect();
+        return Err(format!(
+            "edgar's sandbox refused {}:{port}: it resolves to {} (this machine or a private network), which its \"net\" list does not name",
+            crate::text::visible(host),
+            if shown.is_empty() {
+                "nothing".to_owned()
+            } else {
+                shown.join(", ")
+            }
+        ));
+    }
+    Ok(public)
 }
 
 /// Serves `listeners` (from `netns::Parent::receive`): the one on `proxy_port` is the
@@ -172,17 +216,27 @@ async fn handle(req: Request<Incoming>, rules: Arc<Rules>) -> Response<Body> {
             );
         }
     };
-    if !rules.admits(&host, port) {
+    let Some(by) = rules.admits(&host, port) else {
         return text(
             StatusCode::FORBIDDEN,
             &format!("edgar's sandbox: {host}:{port} is not in this server's \"net\" list"),
         );
+    };
+    // A plain request goes to the name it was admitted by: another `Host` would reach a
+    // site the list does not name behind the same address (domain fronting).
+    if !connect && let Err(why) = same_host(&req, &host, port) {
+        rules.refuse(&why);
+        return text(StatusCode::FORBIDDEN, &why);
     }
-    let target = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let upstream = match reach(&target, port).await {
+    let target = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs = match addresses(target, port, by).await {
+        Ok(a) => a,
+        Err(why) => {
+            rules.refuse(&why);
+            return text(StatusCode::FORBIDDEN, &why);
+        }
+    };
+    let upstream = match reach(&addrs).await {
         Ok(s) => s,
         Err(e) => {
             return text(
@@ -211,6 +265,24 @@ async fn handle(req: Request<Incoming>, rules: Arc<Rules>) -> Response<Body> {
         return Response::new(empty());
     }
     relay(req, upstream).await
+}
+
+/// Whether a plain request's `Host` header, when it has one, names the host and port
+/// of its absolute URL.
+fn same_host(req: &Request<Incoming>, host: &str, port: u16) -> Result<(), String> {
+    let Some(value) = req.headers().get(hyper::header::HOST) else {
+        return Ok(());
+    };
+    let given = value.to_str().unwrap_or_default().to_ascii_lowercase();
+    let host = host.to_ascii_lowercase();
+    let matches = given == format!("{host}:{port}") || (port == 80 && given == host);
+    if matches {
+        return Ok(());
+    }
+    Err(format!(
+        "edgar's sandbox refused a request for {host}:{port} with Host '{}' (a request goes to the name its \"net\" list admitted)",
+        crate::text::visible(&given)
+    ))
 }
 
 /// Sends a plain `http://` request on to its host, in origin form, and returns the answer.
@@ -245,7 +317,12 @@ async fn forward(listener: TcpListener, target: (String, u16), rules: Arc<Rules>
     accept_each(listener, rules, move |mut inside| {
         let target = target.clone();
         async move {
-            if let Ok(mut outside) = reach(&target.0, target.1).await {
+            let connected = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                TcpStream::connect((target.0.as_str(), target.1)),
+            )
+            .await;
+            if let Ok(Ok(mut outside)) = connected {
                 let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
             }
         }
@@ -253,8 +330,9 @@ async fn forward(listener: TcpListener, target: (String, u16), rules: Arc<Rules>
     .await;
 }
 
-async fn reach(host: &str, port: u16) -> std::io::Result<TcpStream> {
-    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+/// Connects to the first of `addrs` that answers, within [`CONNECT_TIMEOUT`] in all.
+async fn reach(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
+    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addrs))
         .await
         .map_err(|_| std::io::Error::other("timed out"))?
 }
