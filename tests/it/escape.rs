@@ -501,3 +501,32 @@ fn a_listed_name_reaches_only_public_addresses_and_its_own_host() {
         "{stderr}"
     );
 }
+
+/// A project directory's name is the repository's to choose: `approve` and `revoke` show
+/// it escaped, never as terminal escape sequences.
+#[test]
+fn approve_and_revoke_show_a_hostile_project_path_escaped() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = home.path().join("repo\u{1b}]0;owned\u{7}\u{1b}[2J");
+    std::fs::create_dir_all(&repo).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        repo.join(".mcp.json"),
+        json!({"mcpServers": {"p": {"command": FAKE, "args": ["good"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let edgar = |args: &[&str]| {
+        let mut cmd = Command::new(EDGAR);
+        in_home(cmd.args(args), home.path()).current_dir(&repo);
+        edgar_tests::Run::from(cmd.output().unwrap_or_else(|e| panic!("{e}")))
+    };
+    for args in [
+        &["mcp", "approve", "p", "--yes"][..],
+        &["mcp", "revoke", "p"],
+        &["mcp", "revoke", "p"],
+    ] {
+        let r = edgar(args);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{args:?}: {all:?}");
+        assert!(all.contains("repo\\u{1b}"), "{args:?}: {all}");
+    }
+}

@@ -197,8 +197,8 @@ fn approve_entry(entry: &ProjectEntry, yes: bool) -> anyhow::Result<bool> {
     );
     println!(
         "approved {} for {} (any change to its entry needs a new approval)",
-        entry.name,
-        entry.project.display()
+        describe::escaped(&entry.name),
+        describe::escaped(&entry.project.display().to_string())
     );
     Ok(true)
 }
@@ -270,14 +270,16 @@ pub fn revoke(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
             json!({"server": name, "project": config.project_dir}),
         );
         println!(
-            "revoked the approval of {name} in {}",
-            config.project_dir.display()
+            "revoked the approval of {} in {}",
+            describe::escaped(name),
+            describe::escaped(&config.project_dir.display().to_string())
         );
         Ok(ExitCode::SUCCESS)
     } else {
         bail!(
-            "'{name}' has no approval in {}",
-            config.project_dir.display()
+            "'{}' has no approval in {}",
+            describe::escaped(name),
+            describe::escaped(&config.project_dir.display().to_string())
         )
     }
 }
