@@ -526,7 +526,34 @@ fn approve_and_revoke_show_a_hostile_project_path_escaped() {
     ] {
         let r = edgar(args);
         let all = format!("{}{}", r.stdout, r.stderr);
-        assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{args:?}: {all:?}");
+        assert!(
+            !all.contains('\u{1b}') && !all.contains('\u{7}'),
+            "{args:?}: {all:?}"
+        );
         assert!(all.contains("repo\\u{1b}"), "{args:?}: {all}");
     }
+}
+
+/// `edgar mcp list` says for each local server whether it runs confined.
+#[test]
+fn mcp_list_says_which_servers_run_confined() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    user_config(
+        home.path(),
+        json!({"c": {"command": FAKE, "args": ["good"], "sandbox": {"net": "none"}},
+               "u": {"command": FAKE, "args": ["good"]},
+               "w": {"url": "https://example.com/mcp"}}),
+    );
+    let r = run(EDGAR, home.path(), &["mcp", "list"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let line = |name: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}\t")))
+            .unwrap_or_else(|| panic!("{}", r.stdout))
+            .to_owned()
+    };
+    assert!(line("c").starts_with("c\tstdio\tconfined\t"), "{}", r.stdout);
+    assert!(line("u").starts_with("u\tstdio\tNOT confined\t"), "{}", r.stdout);
+    assert!(!line("w").contains("confined"), "{}", r.stdout);
 }

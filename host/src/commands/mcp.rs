@@ -259,9 +259,21 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
                 }
                 for (s, sign_in) in status.iter().zip(&sign_ins) {
                     let (state, detail) = describe(&s.state);
+                    // How a local server's process runs, where people look (`get` has
+                    // the whole line).
+                    let confined = match config
+                        .server(&s.name)
+                        .map(|spec| (&spec.transport, &spec.sandbox))
+                    {
+                        Some((Transport::Stdio { .. }, edgar_host::config::Sandbox::On(_))) => {
+                            "confined\t"
+                        }
+                        Some((Transport::Stdio { .. }, _)) => "NOT confined\t",
+                        _ => "",
+                    };
                     writeln!(
                         out,
-                        "{}\t{}\t{}{}{}",
+                        "{}\t{}\t{confined}{}{}{}",
                         s.name,
                         s.kind,
                         state,
