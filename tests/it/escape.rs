@@ -553,7 +553,15 @@ fn mcp_list_says_which_servers_run_confined() {
             .unwrap_or_else(|| panic!("{}", r.stdout))
             .to_owned()
     };
-    assert!(line("c").starts_with("c\tstdio\tconfined\t"), "{}", r.stdout);
-    assert!(line("u").starts_with("u\tstdio\tNOT confined\t"), "{}", r.stdout);
+    assert!(
+        line("c").starts_with("c\tstdio\tconfined\t"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        line("u").starts_with("u\tstdio\tNOT confined\t"),
+        "{}",
+        r.stdout
+    );
     assert!(!line("w").contains("confined"), "{}", r.stdout);
 }

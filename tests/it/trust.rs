@@ -670,6 +670,21 @@ fn the_audit_trail_records_calls_without_arguments_and_notices_tampering() {
     assert!(events[0]["duration_ms"].is_u64() && events[0]["result_bytes"].as_u64() > Some(0));
     assert_eq!(events[3]["error"], "invalid_arguments");
 
+    // Without a keyring (this test's machine has none reachable), the trail is keyed
+    // by a private key file beside it, and verify says which key.
+    assert!(
+        verify.stdout.contains("HMAC-SHA256 under the key in")
+            && verify.stdout.contains("audit.key"),
+        "{}",
+        verify.stdout
+    );
+    let key = h.path().join(".local/state/edgar/audit.key");
+    let mode = std::fs::metadata(&key)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap_or_default();
+    assert_eq!(mode, 0o600);
+    assert!(text.contains(r#""mac":"hmac-sha256""#), "{text}");
+
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     lines[1] = lines[1].replace("\"echo\"", "\"delete_everything\"");
     std::fs::write(audit_file(h.path()), lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
@@ -677,6 +692,27 @@ fn the_audit_trail_records_calls_without_arguments_and_notices_tampering() {
     assert_eq!(verify.code, Some(1));
     assert!(
         verify.stderr.contains("audit.jsonl: line 3"),
+        "{}",
+        verify.stderr
+    );
+
+    // The whole trail deleted (both files), or cut to nothing with its head deleted, is
+    // reported: its key says a trail was here.
+    let head = h.path().join(".local/state/edgar/audit.head");
+    std::fs::write(audit_file(h.path()), "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&head).unwrap_or_else(|e| panic!("{e}"));
+    let verify = e(&["audit", "verify"]);
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(
+        verify.stderr.contains("audit.head: missing"),
+        "{}",
+        verify.stderr
+    );
+    std::fs::remove_file(audit_file(h.path())).unwrap_or_else(|e| panic!("{e}"));
+    let verify = e(&["audit", "verify"]);
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(
+        verify.stderr.contains("the whole trail was deleted"),
         "{}",
         verify.stderr
     );

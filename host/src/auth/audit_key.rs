@@ -16,10 +16,71 @@ pub const ENTRY: &str = "audit-chain-key";
 /// already, not continued (the command says so).
 const WAIT: Duration = Duration::from_secs(2);
 
+/// The key file beside the trail, for a machine without a credential store (CI, a
+/// container, headless Linux): 64 hex digits, 0600.
+pub const FILE: &str = "audit.key";
+
 /// A key source over `store`: the stored key, or (when `create`) a new random one,
 /// stored first. `None` when the store cannot be reached or holds something else.
 pub fn source(store: Store) -> KeySource {
+    Arc::new(move |create| from_store(&store, create))
+}
+
+/// A key source for the trail in `state`: its key file when there is one (once made,
+/// the trail's key for good, so a keyring that is slow one day never switches keys
+/// mid-chain), else the key in `store`, else (when `create`) a new key file. Every
+/// machine gets a keyed trail.
+pub fn source_or_file(store: Option<Store>, state: &std::path::Path) -> KeySource {
+    let file = state.join(FILE);
     Arc::new(move |create| {
+        if let Some(key) = read_file(&file) {
+            return Some(key);
+        }
+        if let Some(store) = &store
+            && let Some(key) = from_store(store, create)
+        {
+            return Some(key);
+        }
+        if !create {
+            return None;
+        }
+        make_file(&file)
+    })
+}
+
+/// The key in `file`, if it holds one (a file of anything else is not believed).
+fn read_file(file: &std::path::Path) -> Option<AuditKey> {
+    let bytes = crate::paths::read_regular(file, 256).ok()??;
+    AuditKey::from_hex(String::from_utf8_lossy(&bytes).trim())
+}
+
+/// Makes `file` with a new key (0600, never replacing one), then reads back the key
+/// that stayed, so two processes racing to make it agree.
+fn make_file(file: &std::path::Path) -> Option<AuditKey> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    let key = AuditKey::new(bytes);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).ok()?;
+    }
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(file);
+    if let Ok(mut f) = made {
+        f.write_all(key.to_hex().as_bytes()).ok()?;
+        f.sync_all().ok()?;
+    }
+    read_file(file)
+}
+
+/// The stored key, made first when missing and `create`.
+fn from_store(store: &Store, create: bool) -> Option<AuditKey> {
+    {
         let store = store.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         // Its own thread and runtime: the caller may be on an async worker or not.
@@ -32,7 +93,7 @@ pub fn source(store: Store) -> KeySource {
             let _ = tx.send(got);
         });
         rx.recv_timeout(WAIT).ok().flatten()
-    })
+    }
 }
 
 async fn fetch(store: &Store, create: bool) -> Option<AuditKey> {
@@ -79,5 +140,25 @@ mod tests {
         let again = source(false).unwrap_or_else(|| panic!("the key was not kept"));
         assert_eq!(made.to_hex(), again.to_hex());
         assert_eq!(format!("{made:?}"), "AuditKey(***)");
+    }
+
+    #[test]
+    fn without_a_store_the_key_is_a_private_file_that_stays_the_key() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let source = source_or_file(None, dir.path());
+        assert!(source(false).is_none(), "verification never makes a key");
+        let made = source(true).unwrap_or_else(|| panic!("no key made"));
+        let file = dir.path().join(FILE);
+        let mode = std::fs::metadata(&file)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+            .unwrap_or_default();
+        assert_eq!(mode, 0o600);
+        // A store that appears later does not switch the trail's key.
+        let later = source_or_file(Some(Store::memory()), dir.path());
+        let again = later(true).unwrap_or_else(|| panic!("the key was not kept"));
+        assert_eq!(made.to_hex(), again.to_hex());
+        // A file that holds no key is not believed, and not replaced.
+        std::fs::write(&file, "not a key").unwrap_or_else(|e| panic!("{e}"));
+        assert!(source_or_file(None, dir.path())(true).is_none());
     }
 }

@@ -18,14 +18,13 @@ pub fn store() -> anyhow::Result<Store> {
     Ok(Keys::load(paths::config_dir().as_deref())?.store)
 }
 
-/// The user's audit trail, keyed by the key in their credential store when one is
-/// configured.
+/// The user's audit trail, keyed by its key file when it has one, else the key in their
+/// credential store, else a new key file (`audit_key::source_or_file`).
 pub fn audit_log(dir: &std::path::Path) -> AuditLog {
-    let log = AuditLog::new(dir);
-    match store() {
-        Ok(store) => log.with_key(edgar_host::auth::audit_key::source(store)),
-        Err(_) => log,
-    }
+    AuditLog::new(dir).with_key(edgar_host::auth::audit_key::source_or_file(
+        store().ok(),
+        dir,
+    ))
 }
 
 /// Records an event in the audit trail when there is a state directory. One log per
@@ -149,9 +148,8 @@ pub fn session_shared(
     opts.handler = handler;
     opts.credentials = store().ok();
     opts.user_sign_ins = sign_ins;
-    if let Some(store) = opts.credentials.clone() {
-        opts = opts.with_audit_key(store);
-    }
+    let credentials = opts.credentials.clone();
+    opts = opts.with_audit_key(credentials);
     if let Some(shared) = shared {
         opts.audit = Some(shared.audit);
         opts.shared_cache = Some(shared.cache);

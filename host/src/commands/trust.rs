@@ -552,12 +552,19 @@ pub fn audit_verify(gateway_config: Option<&std::path::Path>) -> anyhow::Result<
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let log = audit_log(&state()?);
+    let dir = state()?;
+    let log = audit_log(&dir);
     let n = log.verify()?;
-    let how = if log.is_keyed() {
-        "chained with HMAC-SHA256 under the key in your credential store"
+    let key_file = dir.join(edgar_host::auth::audit_key::FILE);
+    let how = if !log.is_keyed() {
+        "chained with plain sha256: it has no key yet".to_owned()
+    } else if key_file.exists() {
+        format!(
+            "chained with HMAC-SHA256 under the key in {} (no credential store here: a process that can read your files can read that key)",
+            describe::escaped(&key_file.display().to_string())
+        )
     } else {
-        "chained with plain sha256: no audit key in a credential store, so a process that can write these files could rewrite them unseen"
+        "chained with HMAC-SHA256 under the key in your credential store".to_owned()
     };
     println!("{}: intact, {n} events ({how})", log.path().display());
     Ok(ExitCode::SUCCESS)

@@ -129,10 +129,13 @@ impl SessionOptions {
         self
     }
 
-    /// The audit trail keyed by a key kept in `store` (made on the first line written).
-    pub fn with_audit_key(mut self, store: Store) -> SessionOptions {
+    /// The audit trail keyed (made on the first line written): by its key file when it
+    /// has one, else a key kept in `store`, else a new key file beside the trail
+    /// (`auth::audit_key::source_or_file`).
+    pub fn with_audit_key(mut self, store: Option<Store>) -> SessionOptions {
         if let Some(audit) = self.audit.take() {
-            self.audit = Some(audit.with_key(crate::auth::audit_key::source(store)));
+            let source = crate::auth::audit_key::source_or_file(store, audit.dir());
+            self.audit = Some(audit.with_key(source));
         }
         self
     }

@@ -305,6 +305,11 @@ impl AuditLog {
         None
     }
 
+    /// The directory the trail is in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Whether this trail has a key to check and continue it with (without making one).
     pub fn is_keyed(&self) -> bool {
         self.key(false).is_some()
@@ -546,6 +551,12 @@ impl AuditLog {
             Ok(f) => read_lines(f).map_err(|e| TrustError::file(&file, e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return match head? {
+                    // The key is made when the first line is written, and kept apart
+                    // from the trail: with both files gone, it says a trail was here.
+                    None if self.key(false).is_some() => Err(tampered(
+                        1,
+                        "the trail and its head are gone, but its key exists (made when its first line was written): the whole trail was deleted".into(),
+                    )),
                     None => Ok(0),
                     Some(h) => Err(tampered(
                         1,
