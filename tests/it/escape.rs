@@ -565,3 +565,54 @@ fn mcp_list_says_which_servers_run_confined() {
     );
     assert!(!line("w").contains("confined"), "{}", r.stdout);
 }
+
+/// A project's server whose interpreter the user's PATH finds in a version manager in the
+/// home (this machine's `python3` is pyenv's) starts under edgar's default profile, with
+/// that runtime read and shown in the approval prompt.
+#[test]
+fn a_project_server_runs_confined_on_the_users_own_python() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(
+        edgar_tests::fixture("stdlib_server.py"),
+        repo.join("server.py"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        repo.join(".mcp.json"),
+        json!({"mcpServers": {"py": {"command": "python3", "args": ["server.py"]}}}).to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let edgar = |args: &[&str]| {
+        let mut cmd = Command::new(EDGAR);
+        // The real HOME's version managers (pyenv here) stay where the PATH finds them.
+        in_home(cmd.args(args), home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&repo);
+        edgar_tests::Run::from(cmd.output().unwrap_or_else(|e| panic!("{e}")))
+    };
+    let approve = edgar(&["mcp", "approve", "py", "--yes"]);
+    assert_eq!(approve.code, Some(0), "{}", approve.stderr);
+    let python = edgar_host::trust::policy::resolve_program(
+        "python3",
+        std::env::var_os("PATH").as_deref(),
+        None,
+    )
+    .unwrap_or_else(|| panic!("no python3 on PATH"));
+    let in_system = ["/usr", "/bin", "/lib"]
+        .iter()
+        .any(|s| python.starts_with(s));
+    assert_eq!(
+        !in_system,
+        approve
+            .stdout
+            .contains("the runtime its program belongs to (found on your PATH) read with it"),
+        "{}: {}",
+        python.display(),
+        approve.stdout
+    );
+    let r = edgar(&["mcp", "call", "py__add", r#"{"a": 20, "b": 22}"#]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("42"), "{}", r.stdout);
+}

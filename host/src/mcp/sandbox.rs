@@ -262,16 +262,36 @@ impl Named {
                 }
             }
         }
-        // A project's entry gets no install: the files its paths lead to (a
-        // `pyvenv.cfg`) are not even read.
-        if program.project.is_some() {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // A project's entry gets no install from the paths it names (a link in the
+        // repository could make any `node_modules` on the machine its install, and the
+        // files its paths lead to, a `pyvenv.cfg`, are not even read). Only a program
+        // found on the user's own PATH (which a project entry may not set) outside the
+        // project brings the runtime it belongs to: `python3` from pyenv, `npx` from nvm.
+        if let Some(project) = program.project {
+            let outside = |p: &Path| {
+                !grant::lexical(p).starts_with(project)
+                    && !p.canonicalize().is_ok_and(|c| c.starts_with(project))
+            };
+            let mut installs = Vec::new();
+            if !program.command.contains('/')
+                && let Some(p) = found.as_deref().filter(|p| outside(p))
+            {
+                installs.extend(install::of(p, true, home.as_deref()));
+                if let Ok(real) = p.canonicalize()
+                    && outside(&real)
+                {
+                    installs.extend(install::of(&real, true, home.as_deref()));
+                }
+            }
+            installs.sort();
+            installs.dedup();
             return Named {
                 program: found,
                 read,
-                installs: Vec::new(),
+                installs,
             };
         }
-        let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut installs: Vec<PathBuf> = named
             .iter()
             .flat_map(|(p, program)| install::of(p, *program, home.as_deref()))
@@ -286,8 +306,9 @@ impl Named {
     }
 }
 
-/// The installs a user's own server reads with its program (`sandbox/install.rs`), for
-/// showing how it runs; empty for a project's entry.
+/// The installs a server reads with its program (`sandbox/install.rs`), for showing how
+/// it runs: a user's own entry's install, or for a project's entry only the runtime of
+/// a program found on the user's PATH.
 pub fn own_installs(program: &Program<'_>) -> Vec<PathBuf> {
     Named::of(program).installs
 }

@@ -26,10 +26,12 @@ pub(crate) fn confinement_line_found(spec: &ServerSpec, installs: &[std::path::P
                     .iter()
                     .map(|p| crate::text::visible(&p.display().to_string()))
                     .collect();
-                line.push_str(&format!(
-                    "; its own install read with it: {}",
-                    shown.join(", ")
-                ));
+                let what = if spec.project.is_some() {
+                    "the runtime its program belongs to (found on your PATH) read with it"
+                } else {
+                    "its own install read with it"
+                };
+                line.push_str(&format!("; {what}: {}", shown.join(", ")));
             }
             line
         }
@@ -40,8 +42,8 @@ pub(crate) fn confinement_line_found(spec: &ServerSpec, installs: &[std::path::P
     }
 }
 
-/// The installs a user's own stdio server reads with its program (none for a project's
-/// entry), found as its start will find them.
+/// The installs a stdio server reads with its program (for a project's entry, only the
+/// runtime of a program found on the user's PATH), found as its start will find them.
 fn own_installs(spec: &ServerSpec) -> Vec<std::path::PathBuf> {
     let Transport::Stdio {
         command,
