@@ -616,3 +616,57 @@ fn a_project_server_runs_confined_on_the_users_own_python() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("42"), "{}", r.stdout);
 }
+
+/// A confined launcher's private cache belongs to one entry: a project's server with the
+/// same command and arguments as the user's own never shares it, so it cannot plant
+/// code the user's server (which holds the user's tokens) would load.
+#[test]
+fn a_project_server_never_shares_a_cache_with_the_users() {
+    let r = Repo::new();
+    let h = r.home.path();
+    let npx = h.join("bin/npx");
+    std::fs::create_dir_all(h.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(FAKE, &npx).unwrap_or_else(|e| panic!("{e}"));
+    let entry = json!({"command": npx.display().to_string(), "args": ["good"],
+                       "env": {"FAKE_TOOLS": r.repo.join("tools.json").display().to_string()},
+                       "sandbox": {"read": [r.repo.display().to_string(), h.join("bin").display().to_string()]}});
+    r.project(&entry);
+    let caches = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(h.join("cache/edgar-sandbox"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    // The project's server plants a file in its cache.
+    let first = r.edgar(&["mcp", "call", "p__probe", r#"{}"#]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let project_cache = caches();
+    assert_eq!(project_cache.len(), 1, "{project_cache:?}");
+    let planted = project_cache[0].join("planted").display().to_string();
+    let out = r.edgar(&[
+        "mcp",
+        "call",
+        "p__probe",
+        &json!({"write": [planted]}).to_string(),
+    ]);
+    assert!(
+        got_through(&out.stdout, &format!("write {planted}")),
+        "{}",
+        out.stderr
+    );
+    // The user's own server of the same command and arguments gets a cache of its own,
+    // and cannot even read the project's.
+    user_config(h, json!({"u": entry}));
+    let out = r.edgar(&[
+        "mcp",
+        "call",
+        "u__probe",
+        &json!({"read": [planted]}).to_string(),
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(caches().len(), 2, "{:?}", caches());
+    assert!(
+        !got_through(&out.stdout, &format!("read {planted}")),
+        "{}",
+        out.stdout
+    );
+}
