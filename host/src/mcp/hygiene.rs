@@ -16,6 +16,9 @@ use std::sync::{Mutex, Once};
 
 /// The process ids of the stdio servers running now (each leads its own group).
 static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// Held from a server's fork until its pid is in [`LIVE`], and by [`sweep`]: a server
+/// runs in a session of its own, so in between it would look like an escaped descendant.
+static SPAWNING: Mutex<()> = Mutex::new(());
 static HARDEN: Once = Once::new();
 /// Rounds of [`sweep`]: an adopted process killed may leave children of its own, which
 /// are adopted in turn.
@@ -53,6 +56,11 @@ pub fn is_dumpable() -> bool {
     true
 }
 
+/// Held around a server's spawn and its [`started`]: no [`sweep`] runs in between.
+pub(crate) fn spawning() -> std::sync::MutexGuard<'static, ()> {
+    SPAWNING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A server started: its group is its own to signal, and it is not an orphan.
 pub(crate) fn started(pid: i32) {
     LIVE.lock().unwrap_or_else(|p| p.into_inner()).insert(pid);
@@ -79,8 +87,9 @@ pub(crate) fn forget(pid: i32) {
 }
 
 /// Kills and reaps the adopted descendants of servers: children of this process that
-/// edgar did not start as a server, outside edgar's own process group, and in another
-/// session than edgar's (they called `setsid`, as a daemon does). Everything else edgar
+/// edgar did not start as a server (not live, and no server is between its fork and
+/// `started`: [`spawning`]), outside edgar's own process group, and in another session
+/// than edgar's (a server's own session, or one they made with `setsid`). Everything else edgar
 /// or a program embedding it runs (a key command, a browser opener, an embedder's own
 /// helper in a process group of its own) stays in edgar's session and is left alone. A
 /// descendant that only changed its process group (`setpgid`, no `setsid`) is not
@@ -96,6 +105,8 @@ pub(crate) fn sweep() {
         return;
     };
     let (own_group, own_session) = (own.group, own.session);
+    // A server being spawned is a child in another session not yet live: wait for it.
+    let _spawning = spawning();
     for _ in 0..SWEEP_ROUNDS {
         let live = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let adopted: Vec<i32> = children_of(me)
@@ -212,5 +223,38 @@ mod tests {
             }),
             "{found:?} lacks {pid}"
         );
+    }
+
+    /// Every server runs in a session of its own, so between its fork and `started` it
+    /// looks like an escaped descendant: a sweep then (another server's close) must wait.
+    #[test]
+    fn a_server_between_its_spawn_and_started_is_not_swept() {
+        harden();
+        let guard = spawning();
+        // `setsid` (util-linux) makes a new session and execs `sleep`, as a server does.
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let pid = child.id() as i32;
+        // Until it has left edgar's session it is not what a sweep looks for.
+        for _ in 0..500 {
+            if stat_of(&pid.to_string()).is_some_and(|c| c.session == pid) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let sweeper = std::thread::spawn(sweep);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        started(pid);
+        drop(guard);
+        sweeper
+            .join()
+            .unwrap_or_else(|_| panic!("the sweep panicked"));
+        let alive = matches!(child.try_wait(), Ok(None));
+        forget(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(alive, "a server being started was swept");
     }
 }

@@ -248,6 +248,8 @@ impl Stdio {
         }
         let confined = confinement.is_some();
         before_exec(&mut cmd, confinement);
+        // Until its pid is live, a sweep would take it for an escaped descendant.
+        let spawning = super::hygiene::spawning();
         let mut child = cmd.spawn().map_err(|e| {
             let why = if outside.is_some() {
                 " (its \"net\" host list needs a network namespace of its own: are unprivileged user namespaces allowed here?)"
@@ -264,6 +266,7 @@ impl Stdio {
         if let Some(pid) = pgid {
             super::hygiene::started(pid.as_raw_nonzero().get());
         }
+        drop(spawning);
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
