@@ -46,14 +46,7 @@ fn probe(home: &Path, args: &Value) -> String {
     r.stdout
 }
 
-/// The probe's answer for `what`: whether it got through.
-fn got_through(out: &str, what: &str) -> bool {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(&format!("{what}: ")))
-        .unwrap_or_else(|| panic!("no line for {what} in:\n{out}"));
-    line.starts_with(&format!("{what}: ok"))
-}
+use edgar_tests::probe_allowed as got_through;
 
 /// Runs `script` (a shell script) in a new terminal (util-linux `script`), as a user at
 /// a terminal would run edgar, and returns what the terminal showed.

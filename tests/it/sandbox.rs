@@ -76,14 +76,7 @@ impl Home {
     }
 }
 
-/// The probe's line for `what`: `Some(true)` allowed, `Some(false)` denied.
-fn allowed(out: &str, what: &str) -> bool {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(&format!("{what}: ")))
-        .unwrap_or_else(|| panic!("no line for {what} in:\n{out}"));
-    line.starts_with(&format!("{what}: ok"))
-}
+use edgar_tests::probe_allowed as allowed;
 
 fn listener() -> (std::net::TcpListener, String) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));

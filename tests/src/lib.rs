@@ -167,3 +167,13 @@ pub fn installed(rel: &str) -> PathBuf {
     );
     p
 }
+
+/// The fake server's `probe` answer for `what` (`what: ok ...` or `what: denied: ...`):
+/// whether it got through. Panics when the answer has no line for it.
+pub fn probe_allowed(out: &str, what: &str) -> bool {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{what}: ")))
+        .unwrap_or_else(|| panic!("no line for {what} in:\n{out}"));
+    line.starts_with(&format!("{what}: ok"))
+}
