@@ -7,7 +7,7 @@
 //!
 //! Landlock only adds what is allowed, so a denied subtree inside an allowed one (edgar's
 //! own config, state and cache under an allowed `~`) is made by allowing the allowed
-//! directory's other entries instead ([`allow_except`]).
+//! directory's other entries instead (`allow_except`).
 
 use std::path::{Path, PathBuf};
 
