@@ -446,17 +446,7 @@ fn a_listed_name_reaches_only_public_addresses_and_its_own_host() {
         curl(&["-H", "Host: internal.example"], fronted.clone()),
         curl(&[], fronted.clone()),
     ]});
-    let line = |argv: &Value| {
-        format!(
-            "exec {}",
-            argv.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
-    };
+    let line = edgar_tests::probe_exec_line;
     let tries: Vec<String> = attempts["exec"]
         .as_array()
         .into_iter()

@@ -239,17 +239,7 @@ fn a_host_list_reaches_exactly_its_hosts_by_name() {
             false,
         ),
     ];
-    let line = |argv: &Value| {
-        format!(
-            "exec {}",
-            argv.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
-    };
+    let line = edgar_tests::probe_exec_line;
     let attempts = json!({
         "connect": [format!("127.0.0.1:{listed}"), format!("127.0.0.1:{other}")],
         "exec": tries.iter().map(|(argv, _)| argv.clone()).collect::<Vec<_>>(),

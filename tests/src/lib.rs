@@ -177,3 +177,14 @@ pub fn probe_allowed(out: &str, what: &str) -> bool {
         .unwrap_or_else(|| panic!("no line for {what} in:\n{out}"));
     line.starts_with(&format!("{what}: ok"))
 }
+
+/// The probe's line name for an `exec` attempt: `exec ARGV...`, as the fake server writes it.
+pub fn probe_exec_line(argv: &serde_json::Value) -> String {
+    let words: Vec<&str> = argv
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    format!("exec {}", words.join(" "))
+}

@@ -63,7 +63,13 @@ fn make_file(file: &std::path::Path) -> Option<AuditKey> {
     getrandom::fill(&mut bytes).ok()?;
     let key = AuditKey::new(bytes);
     if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).ok()?;
+        use std::os::unix::fs::DirBuilderExt;
+        // The state directory is edgar's alone, as when its other files make it.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .ok()?;
     }
     let made = std::fs::OpenOptions::new()
         .write(true)
